@@ -1,0 +1,168 @@
+"""Schemas of the columnar IR and the one helper that builds frames from columns.
+
+Every stage result is a set of polars DataFrames whose schemas are declared
+here as typed contracts. Ids join tables (``tile``, ``phase``, ``op_id``,
+``tensor_id``, ``object_id``, ``step``); units are in column names.
+Stages build columns in bulk (numpy arrays or lists) and call :func:`frame`,
+which orders, casts and checks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from toolkit.errors import InvalidIRError
+
+Schema = dict[str, pl.DataType | type[pl.DataType]]
+
+ID = pl.Int32
+BIG = pl.Int64
+STR = pl.String
+IDS = pl.List(pl.Int32)
+
+# -- graph -------------------------------------------------------------------
+WORKLOADS_SCHEMA: Schema = {
+    "name": STR, "kind": STR, "tokens": BIG, "width": BIG, "hidden": BIG,
+    "heads": BIG, "head_dim": BIG, "batch": BIG, "blocks": BIG,
+    "fused_qkv": pl.Boolean, "compute_tiles": BIG, "description": STR,
+}
+OPS_SCHEMA: Schema = {
+    "op_id": ID, "name": STR, "kind": STR, "block": STR, "inputs": IDS, "output": ID,
+    "rows": BIG, "cols": BIG, "inner": BIG, "groups": BIG, "flops": BIG,
+}
+TENSORS_SCHEMA: Schema = {
+    "tensor_id": ID, "name": STR, "shape": pl.List(BIG), "dtype": STR, "role": STR,
+    "producer": ID, "block": STR, "per_instance": pl.Boolean, "size_bytes": BIG,
+}
+REPEATS_SCHEMA: Schema = {
+    "block": STR, "instances": BIG, "first_op": ID, "last_op": ID,
+    "carried_in": ID, "carried_out": ID,
+}
+
+# -- target ------------------------------------------------------------------
+ELEMENTS_SCHEMA: Schema = {
+    "element": ID, "offset": BIG, "end": BIG, "size_bytes": BIG, "region": ID,
+    "interleaved": pl.Boolean, "range": STR,
+}
+
+# -- schedule ----------------------------------------------------------------
+OBJECTS_SCHEMA: Schema = {
+    "object_id": BIG,       # unique over the compilation
+    "tile": ID,
+    "kind": STR,            # weight activation staging code exchange_rows run_table host_state support argument_record
+    "name": STR,
+    "tensor_id": ID,        # null for objects that hold no tensor
+    "size_bytes": BIG,
+    "align": BIG,
+    "first": ID,            # first event (symbolic phase index) the object is live
+    "last": ID,             # last event, inclusive
+    "access": STR,          # data | executable
+    "class": STR,           # standard | interleaved
+    "regions": pl.List(pl.Int8),  # allowed regions in preference order
+    "group": BIG,           # contiguity group (null: none)
+    "alias_of": BIG,        # alias root object (null: none)
+    "repeat_count": ID,     # instances of an iterated parameter (1: not iterated)
+    "separate_from": pl.List(BIG),  # objects it must not share an element with
+    "auxiliary": pl.Boolean,  # may use only addresses no planned buffer ever occupies
+}
+TRANSFERS_SCHEMA: Schema = {
+    "transfer_id": BIG,     # one logical transfer; several rows = multicast
+    "phase": ID,
+    "source": ID,
+    "destination": ID,
+    "size_bytes": BIG,
+    "tensor_id": ID,
+    "src_offset": BIG,      # byte offset of the slice in the source tile's object
+    "dst_offset": BIG,      # byte offset of the slice in the destination tile's object
+    "src_object": BIG,
+    "dst_object": BIG,
+    "staging_object": BIG,  # reference to the receiving tile's staging object (null: direct)
+}
+
+# -- placement ---------------------------------------------------------------
+PLACEMENT_SCHEMA: Schema = {
+    "object_id": BIG, "tile": ID, "address": BIG, "stride_bytes": BIG, "region": ID,
+    "first_element": ID, "last_element": ID,
+}
+OCCUPANCY_SCHEMA: Schema = {
+    "tile": ID, "event": ID, "live_bytes": BIG, "standard_bytes": BIG,
+    "interleaved_bytes": BIG, "region0_bytes": BIG, "region1_bytes": BIG,
+    "free_bytes": BIG, "largest_free_bytes": BIG,
+}
+FAILURES_SCHEMA: Schema = {
+    "tile": ID, "event": ID, "live_bytes": BIG, "capacity_bytes": BIG,
+    "largest_objects": pl.List(BIG), "proven": pl.Boolean, "reason": STR,
+}
+
+# -- profile -----------------------------------------------------------------
+SAMPLE_KINDS = ("exchange", "compute", "synchronization", "idle")
+ACTIVITY_KINDS = ("send", "receive", "partnerBusy")
+SAMPLES_SCHEMA: Schema = {
+    "tile": ID,             # physical tile
+    "sample": BIG,          # position of the sample in its tile's list
+    "local_index": BIG, "phase": BIG, "epoch": BIG,
+    "operation": STR, "kind": STR, "kernel": STR,
+    "start_cycle": BIG,     # raw 32-bit counter values (wrap-aware arithmetic)
+    "end_cycle": BIG,
+    "exchange_event_cycles": BIG,
+}
+ACTIVITIES_SCHEMA: Schema = {
+    "tile": ID, "sample": BIG, "kind": STR, "fanout": BIG, "paired": pl.Boolean,
+    "start_cycle": BIG, "end_cycle": BIG,
+}
+METADATA_SCHEMA: Schema = {"tile": ID, "sample": BIG, "name": STR, "value": STR}
+
+
+def frame(columns: Mapping[str, Any], schema: Schema, *, what: str = "frame") -> pl.DataFrame:
+    """Build a DataFrame from bulk columns, in schema order and with schema dtypes.
+
+    ``columns`` maps every schema column to a numpy array, list, Series or a
+    scalar (broadcast). Missing or unexpected columns are a toolkit bug and
+    raise :class:`InvalidIRError` naming them.
+    """
+    missing = [c for c in schema if c not in columns]
+    extra = [c for c in columns if c not in schema]
+    if missing or extra:
+        msg = f"{what}: columns do not match the schema (missing {missing}, unexpected {extra})"
+        raise InvalidIRError(msg)
+    lengths = {len(v) for v in columns.values() if _is_column(v)}
+    if len(lengths) > 1:
+        msg = f"{what}: columns have different lengths {sorted(lengths)}"
+        raise InvalidIRError(msg)
+    height = lengths.pop() if lengths else 1
+    series = []
+    for name, dtype in schema.items():
+        value = columns[name]
+        if not _is_column(value):
+            value = [value] * height
+        if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+            value = value.tolist()
+        series.append(pl.Series(name, value, dtype=dtype, strict=False))
+    return pl.DataFrame(series)
+
+
+def empty(schema: Schema) -> pl.DataFrame:
+    """A zero-row frame with the schema."""
+    return pl.DataFrame(schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: Schema, *, what: str = "frame") -> pl.DataFrame:
+    """Check that ``df`` has exactly the schema's columns and dtypes; return it in schema order."""
+    have = dict(df.schema)
+    bad = [
+        f"{c} ({have.get(c, 'missing')}, expected {t})"
+        for c, t in schema.items()
+        if c not in have or have[c] != t
+    ]
+    if bad:
+        msg = f"{what}: schema mismatch in columns: {', '.join(bad)}"
+        raise InvalidIRError(msg)
+    return df.select(list(schema))
+
+
+def _is_column(value: Any) -> bool:
+    return isinstance(value, np.ndarray | list | tuple | pl.Series | range)

@@ -1,0 +1,289 @@
+"""The machine: one frozen, data-driven ``Target`` value.
+
+``ipu21()`` is the Graphcore IPU21 (C600) default. Every field can be
+overridden with ``dataclasses.replace`` (validated again) or loaded from a JSON
+or TOML file of overrides (:func:`load_target`). Memory is described by an
+element table (offset, size, region, interleaved), not scattered constants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.errors import OptionError
+from toolkit.tables import ELEMENTS_SCHEMA, frame
+
+KIB = 1024
+
+
+class MemClass(StrEnum):
+    STANDARD = "standard"
+    INTERLEAVED = "interleaved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Element:
+    """One memory element: two same-cycle operands must sit in different elements."""
+
+    offset: int
+    size: int
+    region: int
+    interleaved: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AmpRate:
+    """AMP throughput for one input dtype and partials dtype."""
+
+    dtype: str
+    partials: str
+    block_rows: int
+    block_cols: int
+    macs_per_cycle: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Costs:
+    """Kernel cost constants (measured on ``ipu-stack``'s IPU21 kernels)."""
+
+    amp_call_cycles: int = 294
+    amp_feed_interleaved: int = 940      # weight-feed term G per 16-column group, interleaved weights
+    amp_feed_standard: int = 1063        # ... weights in standard memory
+    amp_fp32_row_factor: int = 4         # FP32 partials: rows x 4 ...
+    amp_fp32_feed: int = 2 * 1063        # ... and G = 2 x 1063
+    launch_cycles: int = 11
+    local_copy_cycles: int = 288
+    exchange_fragment_cycles: int = 160
+    sync_cycles: int = 600
+    load_bytes_per_cycle_standard: int = 8
+    load_bytes_per_cycle_interleaved: int = 16
+    internal_sync_cycles: int = 90
+    vector_bytes_per_cycle: int = 8      # elementwise kernels (layernorm, gelu, add, softmax) per worker pass
+    vector_overhead_cycles: int = 120
+
+
+def _ipu21_elements() -> tuple[Element, ...]:
+    standard = [Element(offset=0x4C000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(13)]
+    pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(13)]
+    return tuple(standard + pairs)
+
+
+def _ipu21_amp() -> tuple[AmpRate, ...]:
+    return (
+        AmpRate(dtype="f16", partials="f16", block_rows=16, block_cols=16, macs_per_cycle=64),
+        AmpRate(dtype="f16", partials="f32", block_rows=16, block_cols=16, macs_per_cycle=32),
+    )
+
+
+def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
+    # Bytes of linked code per kernel symbol (overridable; replaced by measured sizes).
+    return (
+        ("amp_matmul_f16", 6144), ("amp_matmul_f32", 6656), ("layernorm", 2304),
+        ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
+        ("copy", 512), ("scale", 640),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """A tile machine: tiles, memory element table, exchange and kernel constants."""
+
+    name: str = "ipu21"
+    tiles: int = 1472
+    workers: int = 6
+    supervisors: int = 1
+    clock_hz: float = 1.5e9
+    memory_start: int = 0x4C000
+    memory_end: int = 0xE8000
+    load_limit: int = 0xE7BB0
+    memory_elements: tuple[Element, ...] = field(default_factory=_ipu21_elements)
+    code_regions: tuple[int, ...] = (0,)
+    instruction_element_bytes: int = 16 * KIB
+    amp: tuple[AmpRate, ...] = field(default_factory=_ipu21_amp)
+    exchange_bytes_per_cycle: int = 4
+    packet_max_words: int = 4148
+    first_packet_max_words: int = 64
+    word_bytes: int = 4
+    staging_window_bytes: int = 32 * KIB
+    staging_base: int = 0x50000
+    plan_row_words: int = 9
+    exchange_loopback: bool = False
+    register_operands: int = 7
+    ld128_align: int = 16
+    costs: Costs = field(default_factory=Costs)
+    kernel_code_bytes: tuple[tuple[str, int], ...] = field(default_factory=_ipu21_code_sizes)
+    grid_columns: int = 46  # tiles drawn per row in chip-grid views (1472 = 32 x 46)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # -- derived ---------------------------------------------------------------
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_end - self.memory_start
+
+    def elements(self) -> pl.DataFrame:
+        """The memory element table as a DataFrame (ELEMENTS_SCHEMA)."""
+        els = self.memory_elements
+        return frame(
+            {
+                "element": list(range(len(els))),
+                "offset": [e.offset for e in els],
+                "end": [e.offset + e.size for e in els],
+                "size_bytes": [e.size for e in els],
+                "region": [e.region for e in els],
+                "interleaved": [e.interleaved for e in els],
+                "range": [f"{e.offset:#07x}..{e.offset + e.size:#07x}".upper().replace("0X", "0x") for e in els],
+            },
+            ELEMENTS_SCHEMA,
+            what="elements",
+        )
+
+    def regions(self) -> pl.DataFrame:
+        """One row per region: start, end, size, whether it is interleaved, whether code may live there."""
+        return (
+            self.elements()
+            .group_by("region", maintain_order=True)
+            .agg(
+                pl.col("offset").min().alias("start"),
+                pl.col("end").max(),
+                pl.col("size_bytes").sum(),
+                pl.col("size_bytes").first().alias("element_bytes"),
+                pl.len().alias("elements"),
+                pl.col("interleaved").all(),
+            )
+            .with_columns(pl.col("region").is_in(list(self.code_regions)).alias("code"))
+        )
+
+    def amp_rate(self, dtype: str = "f16", partials: str = "f16") -> AmpRate:
+        for rate in self.amp:
+            if rate.dtype == dtype and rate.partials == partials:
+                return rate
+        msg = f"target {self.name!r} has no AMP rate for dtype={dtype!r} partials={partials!r}"
+        raise OptionError(msg, field="amp", value=(dtype, partials))
+
+    def code_bytes(self, kernel: str) -> int:
+        for name, size in self.kernel_code_bytes:
+            if name == kernel:
+                return size
+        msg = f"target {self.name!r} has no code size for kernel {kernel!r}; add it to kernel_code_bytes"
+        raise OptionError(msg, field="kernel_code_bytes", value=kernel)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (the manifest records it)."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **overrides: Any) -> Target:
+        """A copy with fields replaced (nested dicts for ``costs``); validated."""
+        return _apply(self, overrides, source="override")
+
+
+def ipu21() -> Target:
+    """The Graphcore IPU21 (C600) default target."""
+    return Target()
+
+
+def load_target(path: str | Path, base: Target | None = None) -> Target:
+    """Apply the overrides in a JSON or TOML file to ``base`` (default :func:`ipu21`)."""
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+        data = tomllib.loads(text.decode()) if p.suffix == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        msg = f"cannot read target overrides from {p}: {exc}"
+        raise OptionError(msg, field="target", value=str(p)) from exc
+    if not isinstance(data, dict):
+        msg = f"target overrides in {p} must be a table/object of field names, got {type(data).__name__}"
+        raise OptionError(msg, field="target", value=str(p))
+    return _apply(base or ipu21(), data, source=str(p))
+
+
+# -- validation ---------------------------------------------------------------
+_NESTED = {"memory_elements": Element, "amp": AmpRate}
+
+
+def _apply(target: Target, overrides: dict[str, Any], *, source: str) -> Target:
+    names = {f.name for f in dataclasses.fields(Target)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        msg = f"unknown target field(s) {unknown} in {source}; known: {sorted(names)}"
+        raise OptionError(msg, field=unknown[0], value=overrides[unknown[0]])
+    values = dict(overrides)
+    for key, cls in _NESTED.items():
+        if key in values:
+            try:
+                values[key] = tuple(v if isinstance(v, cls) else cls(**v) for v in values[key])
+            except TypeError as exc:
+                msg = f"bad {key} entry in {source}: {exc}"
+                raise OptionError(msg, field=key, value=values[key]) from exc
+    if isinstance(values.get("costs"), dict):
+        try:
+            values["costs"] = dataclasses.replace(target.costs, **values["costs"])
+        except TypeError as exc:
+            msg = f"bad costs override in {source}: {exc}"
+            raise OptionError(msg, field="costs", value=values["costs"]) from exc
+    for key in ("code_regions",):
+        if key in values:
+            values[key] = tuple(values[key])
+    if "kernel_code_bytes" in values:
+        kcb = values["kernel_code_bytes"]
+        values["kernel_code_bytes"] = tuple(kcb.items()) if isinstance(kcb, dict) else tuple(map(tuple, kcb))
+    return dataclasses.replace(target, **values)
+
+
+def _fail(field_name: str, value: Any, why: str) -> None:
+    msg = f"invalid target: {field_name}={value!r}: {why}"
+    raise OptionError(msg, field=field_name, value=value)
+
+
+def _validate(t: Target) -> None:
+    for name in ("tiles", "workers", "exchange_bytes_per_cycle", "packet_max_words", "first_packet_max_words",
+                 "word_bytes", "staging_window_bytes", "plan_row_words", "register_operands",
+                 "instruction_element_bytes", "grid_columns"):
+        value = getattr(t, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            _fail(name, value, "must be a positive integer")
+    if not (isinstance(t.clock_hz, int | float) and math.isfinite(t.clock_hz) and t.clock_hz > 0):
+        _fail("clock_hz", t.clock_hz, "must be a positive number of Hz")
+    if t.memory_end <= t.memory_start:
+        _fail("memory_end", t.memory_end, f"must be above memory_start={t.memory_start:#x}")
+    if not t.memory_start < t.load_limit <= t.memory_end:
+        _fail("load_limit", t.load_limit, f"must lie in ({t.memory_start:#x}, {t.memory_end:#x}]")
+    if t.first_packet_max_words > t.packet_max_words:
+        _fail("first_packet_max_words", t.first_packet_max_words, f"exceeds packet_max_words={t.packet_max_words}")
+    els = sorted(t.memory_elements, key=lambda e: e.offset)
+    if not els:
+        _fail("memory_elements", (), "the element table is empty")
+    for e in els:
+        if e.size <= 0:
+            _fail("memory_elements", e, "element size must be positive")
+    for a, b in zip(els, els[1:], strict=False):
+        if a.offset + a.size > b.offset:
+            _fail("memory_elements", b, f"overlaps the element at {a.offset:#x} (size {a.size})")
+        if a.offset + a.size < b.offset:
+            _fail("memory_elements", b, f"leaves a gap after the element at {a.offset:#x}")
+    if els[0].offset != t.memory_start or els[-1].offset + els[-1].size != t.memory_end:
+        total = sum(e.size for e in els)
+        _fail("memory_elements", f"{len(els)} elements, {total} bytes",
+              f"must cover {t.memory_start:#x}..{t.memory_end:#x} ({t.memory_bytes} bytes) exactly")
+    regions = {e.region for e in els}
+    for r in t.code_regions:
+        if r not in regions:
+            _fail("code_regions", t.code_regions, f"region {r} has no elements")
+    if t.instruction_element_bytes % 16:
+        _fail("instruction_element_bytes", t.instruction_element_bytes, "must be a multiple of 16")
+    for rate in t.amp:
+        if rate.macs_per_cycle <= 0 or rate.block_rows <= 0 or rate.block_cols <= 0:
+            _fail("amp", rate, "AMP shapes and rates must be positive")
+    for name, size in t.kernel_code_bytes:
+        if size <= 0:
+            _fail("kernel_code_bytes", (name, size), "code sizes must be positive")
