@@ -1,0 +1,34 @@
+"""Write one benchmark's section of benchmarks/RESULTS.md.
+
+Each benchmark owns a section delimited by HTML comments, so benchmarks can be
+re-run independently without clobbering each other's figures.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+HEADER = "# Benchmark results\n\nFigures written by the scripts in `benchmarks/`; each section names the command that produced it.\n"
+
+
+def write_section(name: str, body: str, *, command: str | None = None) -> None:
+    """Replace (or append) the section ``name`` with ``body`` (markdown)."""
+    command = command or "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    block = (
+        f"<!-- BEGIN {name} -->\n## {name}\n\nCommand: `{command}` ({stamp}; {machine})\n\n"
+        f"{body.strip()}\n<!-- END {name} -->"
+    )
+    text = RESULTS.read_text() if RESULTS.exists() else HEADER
+    pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(RESULTS)
