@@ -1,0 +1,17 @@
+"""toolkit: a compiler-and-exploration toolkit for the Graphcore IPU21 tile machine.
+
+Every compiler stage is a pure function returning polars DataFrames; see
+``toolkit.compile`` for the whole pipeline.
+"""
+
+from toolkit import target
+from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
+from toolkit.graph import Graph, Workload, build_graph, workloads
+from toolkit.target import Target, ipu21, load_target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FormatError", "Graph", "InfeasibleError", "InvalidIRError", "ModelError", "OptionError", "Target",
+    "ToolkitError", "Workload", "__version__", "build_graph", "ipu21", "load_target", "target", "workloads",
+]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from toolkit.cli import placement, profile
+from toolkit.cli import graph, placement, profile
 
 app = typer.Typer(
     name="toolkit",
@@ -15,6 +15,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.command("workloads")(graph.workloads_cmd)
+app.command("graph")(graph.graph_cmd)
 app.add_typer(profile.app, name="profile")
 app.add_typer(placement.app, name="placement")
 

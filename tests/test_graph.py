@@ -1,0 +1,106 @@
+import time
+
+import polars as pl
+import pytest
+
+import toolkit
+from toolkit.errors import ModelError
+from toolkit.graph import attention_block, build_graph, encoder_layer, mlp_block, repeat
+
+
+def _flops(g, name):
+    return g.ops.filter(pl.col("name") == name)["flops"].item()
+
+
+def test_so400m_mlp_b1_flops_by_hand():
+    g = build_graph("mlp-single-b1")
+    matmuls = g.ops.filter(pl.col("kind") == "matmul")
+    assert matmuls["name"].to_list() == ["mlp.fc1", "mlp.fc2"]
+    assert matmuls["flops"].sum() == 2 * 729 * 1152 * 4304 * 2
+    assert g.ops["kind"].to_list() == ["layernorm", "matmul", "gelu", "matmul", "add"]
+    w1 = g.tensors.filter(pl.col("name") == "mlp.fc1.weight")
+    assert w1["shape"].item().to_list() == [1152, 4304] and w1["dtype"].item() == "f8_143"
+    assert w1["size_bytes"].item() == 1152 * 4304
+
+
+def test_batch_folds_into_rows():
+    g = build_graph("mlp-single-b4")
+    assert g.ops.filter(pl.col("name") == "mlp.fc1")["rows"].item() == 4 * 729
+    assert _flops(g, "mlp.fc1") == 2 * 4 * 729 * 1152 * 4304
+
+
+def test_attention_shapes_and_flops():
+    g = build_graph("attention-b1")
+    assert _flops(g, "attn.q") == 2 * 729 * 1152 * 1152
+    scores = g.ops.filter(pl.col("name") == "attn.scores").row(0, named=True)
+    assert (scores["rows"], scores["cols"], scores["inner"], scores["groups"]) == (729, 729, 72, 16)
+    assert scores["flops"] == 2 * 729 * 729 * 72 * 16
+    assert _flops(g, "attn.values") == 2 * 729 * 729 * 72 * 16
+    fused = build_graph("attention-fused-b1")
+    assert _flops(fused, "attn.qkv") == 3 * _flops(g, "attn.q")
+    assert fused.ops.height == g.ops.height - 2
+
+
+def test_encoder_layer_is_attention_then_mlp():
+    g = build_graph("encoder-b8")
+    names = g.ops["name"].to_list()
+    assert names.index("attn.residual") < names.index("mlp.ln")
+    attn = build_graph("attention-b1", batch=8)
+    mlp = build_graph("mlp-single-b1", batch=8)
+    assert g.ops["flops"].sum() == attn.ops["flops"].sum() + mlp.ops["flops"].sum()
+
+
+def test_repeat_is_symbolic():
+    start = time.perf_counter()
+    g = toolkit.build_graph("siglip-so400m", batch=8, blocks=27)
+    assert time.perf_counter() - start < 1.0
+    one = build_graph("encoder-b8")
+    assert g.ops.height == one.ops.height  # one block, not 27 copies
+    assert g.repeats.height == 1 and g.repeats["instances"].item() == 27
+    assert g.tensors.filter(pl.col("role") == "weight")["per_instance"].all()
+    assert g.instances().collect().height == 27 * one.ops.height
+    assert g.total_flops() == 27 * one.ops["flops"].sum()
+
+
+def test_repeat_builder_direct():
+    g = repeat(mlp_block(tokens=129, width=128, hidden=256), 3)
+    r = g.repeats.row(0, named=True)
+    assert r["instances"] == 3
+    assert g.tensors["role"][r["carried_in"]] == "input"
+    assert g.tensors["role"][r["carried_out"]] == "output"
+
+
+def test_builders_accept_uneven_shapes():
+    g = encoder_layer(tokens=129, width=72 * 3, hidden=300, heads=3)
+    assert g.params["head_dim"] == 72
+    attention_block(tokens=5, width=8, heads=2, fused_qkv=True)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: mlp_block(tokens=0, width=8, hidden=8), "tokens=0 must be a positive integer"),
+        (lambda: mlp_block(tokens=4, width=-8, hidden=8), "width=-8 must be a positive integer"),
+        (lambda: attention_block(tokens=4, width=10, heads=3), "heads=3 does not divide width=10"),
+        (lambda: attention_block(tokens=4, width=12, heads=3, head_dim=5), "head_dim=5 x heads=3"),
+        (lambda: build_graph("mlp-single-b3"), "unknown workload 'mlp-single-b3'; did you mean"),
+        (lambda: build_graph("mlp-single-b1", batch=0), "batch=0 must be a positive integer"),
+        (lambda: build_graph("siglip-base", blocks=-1), "blocks=-1 must be a positive integer"),
+        (lambda: build_graph("siglip-base", heads=7), "heads=7 does not divide width=768"),
+        (lambda: build_graph("siglip-base", depth=7), "unknown workload field 'depth'"),
+        (lambda: repeat(mlp_block(tokens=4, width=8, hidden=8), 0), "blocks=0"),
+    ],
+)
+def test_bad_shapes_raise_model_error(call, match):
+    with pytest.raises(ModelError, match=match) as info:
+        call()
+    assert info.value.field is not None
+
+
+def test_workloads_frame_lists_every_preset():
+    w = toolkit.workloads()
+    assert set(w["name"]) >= {
+        "siglip-so400m", "siglip-base", "mlp-small-repeat", "mlp-single-b1", "mlp-single-b4", "attention-b1",
+        "attention-fused-b1", "mlp-b2-n3", "encoder-b8",
+    }
+    assert w.filter(pl.col("name") == "mlp-small-repeat")["compute_tiles"].item() == 64

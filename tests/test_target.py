@@ -1,0 +1,74 @@
+import dataclasses
+import json
+
+import polars as pl
+import pytest
+
+from toolkit.errors import OptionError
+from toolkit.target import Element, ipu21, load_target
+
+
+def test_ipu21_element_table():
+    els = ipu21().elements()
+    std = els.filter(~pl.col("interleaved"))
+    inter = els.filter(pl.col("interleaved"))
+    assert std.height == 13 and inter.height == 13
+    assert std["size_bytes"].unique().to_list() == [16 * 1024]
+    assert inter["size_bytes"].unique().to_list() == [32 * 1024]
+    assert std["offset"].min() == 0x4C000 and inter["offset"].min() == 0x80000
+    assert els["size_bytes"].sum() == 638_976
+    assert els["range"][0] == "0x4C000..0x50000"
+
+
+def test_regions_and_defaults():
+    t = ipu21()
+    regions = t.regions()
+    assert regions["start"].to_list() == [0x4C000, 0x80000]
+    assert regions["code"].to_list() == [True, False]
+    assert t.tiles == 1472 and t.clock_hz == 1.5e9 and t.load_limit == 0xE7BB0
+    assert t.amp_rate("f16", "f16").macs_per_cycle == 64
+    assert t.amp_rate("f16", "f32").macs_per_cycle == 32
+
+
+def test_replace_revalidates():
+    t = ipu21()
+    assert dataclasses.replace(t, tiles=64).tiles == 64
+    with pytest.raises(OptionError, match="tiles=0: must be a positive integer"):
+        dataclasses.replace(t, tiles=0)
+    assert t.replace(costs={"sync_cycles": 700}).costs.sync_cycles == 700
+
+
+def test_overlapping_elements_rejected():
+    els = list(ipu21().memory_elements)
+    els[1] = Element(offset=els[1].offset - 16, size=els[1].size, region=0, interleaved=False)
+    with pytest.raises(OptionError, match="overlaps the element at 0x4c000"):
+        ipu21().replace(memory_elements=els)
+
+
+def test_elements_must_cover_memory():
+    els = list(ipu21().memory_elements)[:-1]
+    with pytest.raises(OptionError, match="must cover 0x4c000..0xe8000"):
+        ipu21().replace(memory_elements=els)
+
+
+def test_unknown_field_named():
+    with pytest.raises(OptionError, match=r"unknown target field\(s\) \['tilez'\]"):
+        ipu21().replace(tilez=3)
+
+
+def test_load_json_and_toml(tmp_path):
+    j = tmp_path / "t.json"
+    j.write_text(json.dumps({"tiles": 16, "costs": {"launch_cycles": 12}}))
+    t = load_target(j)
+    assert t.tiles == 16 and t.costs.launch_cycles == 12 and t.costs.sync_cycles == 600
+    toml = tmp_path / "t.toml"
+    toml.write_text('tiles = 32\nclock_hz = 1.85e9\n')
+    assert load_target(toml).clock_hz == 1.85e9
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(OptionError, match="cannot read target overrides"):
+        load_target(bad)
+    zero = tmp_path / "zero.json"
+    zero.write_text('{"tiles": 0}')
+    with pytest.raises(OptionError, match="tiles=0"):
+        load_target(zero)

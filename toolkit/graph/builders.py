@@ -1,0 +1,161 @@
+"""Model builders: MLP block, attention block, encoder layer, and symbolic repeat.
+
+Each ``add_*`` function appends one block's ops to a :class:`GraphBuilder`
+and returns the block's output tensor; the public ``*_block`` functions wrap
+them into a one-block :class:`Graph`. Activations are FP16, weights FP8 F143
+by default (the AMP kernels read them as FP16), LayerNorm parameters and biases
+FP16. Batch folds into rows for the projections; attention groups are
+``batch x heads`` independent (tokens x tokens) products.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.errors import ModelError
+from toolkit.graph.ir import DType, Graph, GraphBuilder, OpKind, Role
+
+
+def _positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            msg = f"{name}={value!r} must be a positive integer"
+            raise ModelError(msg, field=name, value=value)
+
+
+def _heads(width: int, heads: int, head_dim: int | None) -> int:
+    _positive(heads=heads)
+    if width % heads:
+        msg = f"heads={heads} does not divide width={width}; choose heads so that width / heads is whole"
+        raise ModelError(msg, field="heads", value=heads)
+    if head_dim is not None and head_dim * heads != width:
+        msg = f"head_dim={head_dim} x heads={heads} = {head_dim * heads} does not equal width={width}"
+        raise ModelError(msg, field="head_dim", value=head_dim)
+    return width // heads
+
+
+def add_layernorm(b: GraphBuilder, x: int, prefix: str, rows: int, width: int) -> int:
+    gamma = b.tensor(f"{prefix}.gamma", (width,), DType.F16, Role.WEIGHT)
+    beta = b.tensor(f"{prefix}.beta", (width,), DType.F16, Role.WEIGHT)
+    y = b.tensor(f"{prefix}.out", (rows, width), DType.F16, Role.ACTIVATION)
+    b.op(prefix, OpKind.LAYERNORM, [x, gamma, beta], y, rows=rows, cols=width)
+    return y
+
+
+def add_linear(b: GraphBuilder, x: int, prefix: str, rows: int, inner: int, cols: int,
+               weight_dtype: DType) -> int:
+    w = b.tensor(f"{prefix}.weight", (inner, cols), weight_dtype, Role.WEIGHT)
+    bias = b.tensor(f"{prefix}.bias", (cols,), DType.F16, Role.WEIGHT)
+    y = b.tensor(f"{prefix}.out", (rows, cols), DType.F16, Role.ACTIVATION)
+    b.op(prefix, OpKind.MATMUL, [x, w, bias], y, rows=rows, cols=cols, inner=inner)
+    return y
+
+
+def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, batch: int,
+            weight_dtype: DType = DType.F8_143, prefix: str = "mlp") -> int:
+    rows = tokens * batch
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width)
+    a = add_linear(b, h, f"{prefix}.fc1", rows, width, hidden, weight_dtype)
+    g = b.tensor(f"{prefix}.gelu.out", (rows, hidden), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.gelu", OpKind.GELU, [a], g, rows=rows, cols=hidden)
+    y = add_linear(b, g, f"{prefix}.fc2", rows, hidden, width, weight_dtype)
+    out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)
+    return out
+
+
+def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: int, batch: int,
+                  fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn") -> int:
+    rows = tokens * batch
+    head_dim = width // heads
+    groups = batch * heads
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width)
+    if fused_qkv:
+        qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype)
+        q = k = v = qkv
+    else:
+        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype)
+        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype)
+        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype)
+    s = b.tensor(f"{prefix}.scores.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.scores", OpKind.MATMUL, sorted({q, k}), s, rows=tokens, cols=tokens, inner=head_dim,
+         groups=groups)
+    p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.softmax", OpKind.SOFTMAX, [s], p, rows=tokens, cols=tokens, groups=groups)
+    o = b.tensor(f"{prefix}.values.out", (rows, width), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups)
+    y = add_linear(b, o, f"{prefix}.proj", rows, width, width, weight_dtype)
+    out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)
+    return out
+
+
+def _single(name: str, params: dict, body) -> Graph:
+    b = GraphBuilder(name)
+    x = b.tensor("x", (params["tokens"] * params["batch"], params["width"]), DType.F16, Role.INPUT)
+    out = body(b, x)
+    b.mark_output(out)
+    return b.build(params)
+
+
+def mlp_block(*, tokens: int, width: int, hidden: int, batch: int = 1,
+              weight_dtype: DType = DType.F8_143) -> Graph:
+    """LayerNorm, FC1, GELU, FC2, residual add."""
+    _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
+    params = {"kind": "mlp", "tokens": tokens, "width": width, "hidden": hidden, "batch": batch}
+    return _single("mlp", params, lambda b, x: add_mlp(b, x, tokens=tokens, width=width, hidden=hidden,
+                                                      batch=batch, weight_dtype=weight_dtype))
+
+
+def attention_block(*, tokens: int, width: int, heads: int, batch: int = 1, fused_qkv: bool = False,
+                    head_dim: int | None = None, weight_dtype: DType = DType.F8_143) -> Graph:
+    """LayerNorm, Q/K/V (separate or fused), per-head scores, softmax, weighted sum, projection, residual."""
+    _positive(tokens=tokens, width=width, batch=batch)
+    hd = _heads(width, heads, head_dim)
+    params = {"kind": "attention", "tokens": tokens, "width": width, "heads": heads, "head_dim": hd,
+              "batch": batch, "fused_qkv": fused_qkv}
+    return _single("attention", params, lambda b, x: add_attention(
+        b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
+        weight_dtype=weight_dtype))
+
+
+def encoder_layer(*, tokens: int, width: int, hidden: int, heads: int, batch: int = 1, fused_qkv: bool = False,
+                  head_dim: int | None = None, weight_dtype: DType = DType.F8_143) -> Graph:
+    """One transformer encoder layer: attention block then MLP block."""
+    _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
+    hd = _heads(width, heads, head_dim)
+    params = {"kind": "encoder", "tokens": tokens, "width": width, "hidden": hidden, "heads": heads,
+              "head_dim": hd, "batch": batch, "fused_qkv": fused_qkv}
+
+    def body(b: GraphBuilder, x: int) -> int:
+        a = add_attention(b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
+                          weight_dtype=weight_dtype)
+        return add_mlp(b, a, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype)
+
+    return _single("encoder", params, body)
+
+
+def repeat(block: Graph, n: int, *, name: str = "layer") -> Graph:
+    """``n`` instances of ``block`` chained output to input, kept symbolic.
+
+    The result holds the block's ops once, tagged with block ``name``, and one
+    ``repeats`` row (instances, carried tensors). Weights become per-instance.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        msg = f"blocks={n!r} must be a positive integer number of repeat instances"
+        raise ModelError(msg, field="blocks", value=n)
+    if block.repeats.height:
+        msg = f"graph {block.name!r} already repeats; nest repeats by repeating the inner block with more instances"
+        raise ModelError(msg, field="block", value=block.name)
+    t = block.tensors
+    carried_in = int(t.filter(pl.col("role") == "input")["tensor_id"].first())
+    carried_out = int(t.filter(pl.col("role") == "output")["tensor_id"].first())
+    tensors = t.with_columns(
+        pl.lit(name).alias("block"),
+        (pl.col("role") == "weight").alias("per_instance"),
+    )
+    ops = block.ops.with_columns(pl.lit(name).alias("block"))
+    b = GraphBuilder(block.name)
+    b.add_repeat(name, n, int(ops["op_id"].min()), int(ops["op_id"].max()), carried_in, carried_out)
+    reps = b.build({}).repeats
+    return Graph(name=block.name, ops=ops, tensors=tensors, repeats=reps, params={**block.params, "blocks": n})

@@ -1,0 +1,161 @@
+"""The model graph: ops, tensors and symbolic repeat regions as polars frames.
+
+A graph is small and symbolic: a repeated block (``repeat(layer, 27)``) is
+stored once, with one ``repeats`` row saying how many instances it has and
+which tensor is carried from one instance to the next. Weights of a repeated
+block are marked ``per_instance``: each instance has its own values, stored
+once per instance only when placed. ``Graph.instances()`` expands the per-
+instance view lazily.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import polars as pl
+
+from toolkit.errors import ModelError
+from toolkit.tables import OPS_SCHEMA, REPEATS_SCHEMA, TENSORS_SCHEMA, empty, frame
+
+
+class DType(StrEnum):
+    """Element types of the IPU21: FP8 (F143, F152), FP16, FP32."""
+
+    F8_143 = "f8_143"
+    F8_152 = "f8_152"
+    F16 = "f16"
+    F32 = "f32"
+
+    @property
+    def bytes(self) -> int:
+        return _DTYPE_BYTES[self]
+
+
+_DTYPE_BYTES = {DType.F8_143: 1, DType.F8_152: 1, DType.F16: 2, DType.F32: 4}
+
+
+class OpKind(StrEnum):
+    """The closed set of op kinds."""
+
+    MATMUL = "matmul"
+    LAYERNORM = "layernorm"
+    GELU = "gelu"
+    SOFTMAX = "softmax"
+    ADD = "add"
+    CAST = "cast"
+    COPY = "copy"
+
+
+class Role(StrEnum):
+    INPUT = "input"
+    WEIGHT = "weight"
+    ACTIVATION = "activation"
+    OUTPUT = "output"
+
+
+# Approximate non-matmul flops per element (used only for reporting and the roofline).
+FLOPS_PER_ELEMENT = {
+    OpKind.LAYERNORM: 8, OpKind.GELU: 10, OpKind.SOFTMAX: 5, OpKind.ADD: 1, OpKind.CAST: 1, OpKind.COPY: 0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """A model graph: one row per op and tensor; repeated blocks kept symbolic."""
+
+    name: str
+    ops: pl.DataFrame        # OPS_SCHEMA
+    tensors: pl.DataFrame    # TENSORS_SCHEMA
+    repeats: pl.DataFrame    # REPEATS_SCHEMA (empty when nothing repeats)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def instances(self) -> pl.LazyFrame:
+        """Every op of every instance (lazy): repeated ops once per instance, the rest once."""
+        ops = self.ops.lazy()
+        reps = self.repeats.lazy().select("block", pl.int_ranges(0, "instances").alias("instance"))
+        return (
+            ops.join(reps, on="block", how="left")
+            .with_columns(pl.col("instance").fill_null(pl.lit([0], dtype=pl.List(pl.Int64))))
+            .explode("instance")
+        )
+
+    def total_flops(self) -> int:
+        """Flops of the whole model with every repeat instance counted."""
+        return int(self.instances().select(pl.col("flops").sum()).collect().item())
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        return {"ops": self.ops, "tensors": self.tensors, "repeats": self.repeats}
+
+
+class GraphBuilder:
+    """Accumulates op and tensor rows (a graph has tens of ops; rows are few)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._ops: dict[str, list[Any]] = {k: [] for k in OPS_SCHEMA}
+        self._tensors: dict[str, list[Any]] = {k: [] for k in TENSORS_SCHEMA}
+        self._repeats: dict[str, list[Any]] = {k: [] for k in REPEATS_SCHEMA}
+        self.block = "main"
+
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, role: Role, *, per_instance: bool = False) -> int:
+        tid = len(self._tensors["tensor_id"])
+        for dim_index, dim in enumerate(shape):
+            if int(dim) <= 0:
+                msg = f"tensor {name!r} has non-positive dimension {dim} at axis {dim_index} (shape {shape})"
+                raise ModelError(msg, field="shape", value=shape)
+        row = {
+            "tensor_id": tid, "name": name, "shape": list(shape), "dtype": str(dtype), "role": str(role),
+            "producer": None, "block": self.block, "per_instance": per_instance,
+            "size_bytes": math.prod(shape) * dtype.bytes,
+        }
+        for k, v in row.items():
+            self._tensors[k].append(v)
+        return tid
+
+    def op(self, name: str, kind: OpKind, inputs: list[int], output: int, *, rows: int, cols: int,
+           inner: int = 0, groups: int = 1) -> int:
+        oid = len(self._ops["op_id"])
+        if kind == OpKind.MATMUL:
+            flops = 2 * rows * cols * inner * groups
+        else:
+            flops = FLOPS_PER_ELEMENT[kind] * rows * cols * groups
+        row = {
+            "op_id": oid, "name": name, "kind": str(kind), "block": self.block, "inputs": inputs,
+            "output": output, "rows": rows, "cols": cols, "inner": inner, "groups": groups, "flops": flops,
+        }
+        for k, v in row.items():
+            self._ops[k].append(v)
+        self._tensors["producer"][output] = oid
+        if self._tensors["role"][output] == Role.INPUT:
+            msg = f"op {name!r} writes graph input {self._tensors['name'][output]!r}"
+            raise ModelError(msg, field="output", op=name)
+        return oid
+
+    def mark_output(self, tid: int) -> None:
+        self._tensors["role"][tid] = str(Role.OUTPUT)
+
+    def set_role(self, tid: int, role: Role) -> None:
+        self._tensors["role"][tid] = str(role)
+
+    def add_repeat(self, block: str, instances: int, first_op: int, last_op: int, carried_in: int,
+                   carried_out: int) -> None:
+        for k, v in zip(REPEATS_SCHEMA, (block, instances, first_op, last_op, carried_in, carried_out), strict=True):
+            self._repeats[k].append(v)
+
+    @property
+    def next_op(self) -> int:
+        return len(self._ops["op_id"])
+
+    def build(self, params: dict[str, Any]) -> Graph:
+        repeats = frame(self._repeats, REPEATS_SCHEMA, what="repeats") if self._repeats["block"] else empty(
+            REPEATS_SCHEMA)
+        return Graph(
+            name=self.name,
+            ops=frame(self._ops, OPS_SCHEMA, what="ops"),
+            tensors=frame(self._tensors, TENSORS_SCHEMA, what="tensors"),
+            repeats=repeats,
+            params=params,
+        )
