@@ -1,0 +1,312 @@
+"""Step assignment: which exchange step each group is sent in.
+
+A tile sends one stream and receives one stream at a time, so an exchange runs
+as steps in which no tile sends twice and no tile receives twice. A *group* is
+what one source sends in one step: a unicast (one destination row) or a
+multicast (several destination rows, the same bytes). A group occupies its
+source's send lane and every destination's receive lane.
+
+- Unicast only: the groups are the edges of a bipartite sender/receiver
+  multigraph and a valid step assignment is a proper edge colouring. Konig's
+  theorem says the busiest lane's load (``step_lower_bound``) colours suffice;
+  :func:`_konig_colour` reaches it exactly with alternating-path (Kempe chain)
+  recolouring, using flat per-lane ``colour -> edge`` tables.
+- Any multicast: colour the conflict graph (groups conflict when they share a
+  lane) with DSATUR driven by a heap with lazy invalidation (no rescans), with
+  the same tie-breaking as networkx's ``greedy_color(strategy="DSATUR")`` on a
+  graph whose nodes are the groups in ascending id order, so the result is never
+  worse than it; then iterated greedy recolouring (Culberson) passes, which
+  never increase the number of steps, until the lane bound is met or a pass
+  budget is spent.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import polars as pl
+
+from toolkit.errors import ModelError
+
+GROUP_COLUMNS = ("group", "source", "destination")
+IMPROVE_PASSES = 12
+
+
+def assign_steps(groups: pl.DataFrame, *, loopback: bool = False) -> pl.DataFrame:
+    """Assign every group a step (Int32 column ``step``, shared by all rows of a group).
+
+    ``groups`` has rows ``group, source, destination`` (``destination`` may also be a
+    list column: one row per group). Other columns pass through. In every step no
+    tile sends twice and no tile receives twice. Unicast input gets exactly
+    :func:`step_lower_bound` steps; multicast input gets a heap DSATUR colouring
+    improved by iterated greedy passes. ``loopback`` allows ``destination == source``
+    (the target's ``exchange_loopback``).
+    """
+    gid, src, dst, row_group = _read_groups(groups, loopback=loopback)
+    step = colour_groups(gid, src, dst)
+    return groups.with_columns(pl.Series("step", step[row_group], dtype=pl.Int32))
+
+
+def step_lower_bound(groups: pl.DataFrame, *, loopback: bool = True) -> int:
+    """Max over tiles of max(groups sent, groups received): no schedule has fewer steps."""
+    gid, src, dst, _ = _read_groups(groups, loopback=loopback)
+    return lane_bound(gid, src, dst)
+
+
+# -- numpy-level entry points (used by lower_exchanges) ------------------------
+def lane_bound(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> int:
+    """Lane bound for dense group ids ``gid`` (per destination row) with per-group ``src``."""
+    if len(src) == 0:
+        return 0
+    sends = np.bincount(src).max()
+    receives = np.bincount(dst).max() if len(dst) else 0
+    return int(max(sends, receives))
+
+
+def colour_groups(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Steps per group. ``src[g]`` is group g's source; ``gid[i], dst[i]`` its destination rows.
+
+    Tile ids must be non-negative; group ids are dense ``0..len(src)-1`` and each
+    group has at least one destination row.
+    """
+    n = len(src)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    if len(dst) == n and np.array_equal(gid, np.arange(n)):
+        return _konig_colour(src, dst)
+    fanout = np.bincount(gid, minlength=n)
+    if fanout.max() == 1:
+        order = np.argsort(gid, kind="stable")
+        return _konig_colour(src, dst[order])
+    return _multicast_colour(gid, src, dst)
+
+
+# -- unicast: exact bipartite edge colouring ----------------------------------
+def _konig_colour(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Edge-colour the bipartite multigraph (src[e], dst[e]) with max-degree colours."""
+    _, u_arr = np.unique(src, return_inverse=True)
+    _, v_arr = np.unique(dst, return_inverse=True)
+    deg = int(max(np.bincount(u_arr).max(), np.bincount(v_arr).max()))
+    big_u = u_arr.astype(np.int64) * deg
+    big_v = v_arr.astype(np.int64) * deg
+    at_u = [-1] * ((int(u_arr.max()) + 1) * deg)   # send lane x colour -> edge
+    at_v = [-1] * ((int(v_arr.max()) + 1) * deg)   # receive lane x colour -> edge
+    bu_list = big_u.tolist()
+    bv_list = big_v.tolist()
+    colour = [0] * len(bu_list)
+    for e in range(len(bu_list)):
+        bu = bu_list[e]
+        bv = bv_list[e]
+        a = at_u.index(-1, bu) - bu
+        if at_v[bv + a] != -1:
+            b = at_v.index(-1, bv) - bv
+            if at_u[bu + b] == -1:
+                a = b
+            else:
+                _flip(bv, a, b, at_u, at_v, bu_list, bv_list, colour)
+        colour[e] = a
+        at_u[bu + a] = e
+        at_v[bv + a] = e
+    return np.asarray(colour, dtype=np.int32)
+
+
+def _flip(bv: int, a: int, b: int, at_u: list[int], at_v: list[int],
+          bu_list: list[int], bv_list: list[int], colour: list[int]) -> None:
+    """Swap colours a and b on the a/b alternating path that starts at receive lane ``bv`` with colour a.
+
+    The new edge's sender has ``a`` free, so the path (which enters senders through
+    a-edges) never reaches it; afterwards ``a`` is free at both ends of the new edge.
+    """
+    path = []
+    base = bv
+    on_receiver = True
+    c = a
+    while True:
+        f = at_v[base + c] if on_receiver else at_u[base + c]
+        if f == -1:
+            break
+        path.append(f)
+        base = bu_list[f] if on_receiver else bv_list[f]
+        on_receiver = not on_receiver
+        c = b if c == a else a
+    for f in path:
+        c = colour[f]
+        at_u[bu_list[f] + c] = -1
+        at_v[bv_list[f] + c] = -1
+    for f in path:
+        c = b if colour[f] == a else a
+        colour[f] = c
+        at_u[bu_list[f] + c] = f
+        at_v[bv_list[f] + c] = f
+
+
+# -- multicast: heap DSATUR + iterated greedy ---------------------------------
+def conflict_csr(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Conflict graph as CSR (indptr, neighbours): groups sharing a send or a receive lane."""
+    n = len(src)
+    # Lane memberships: send lanes are the source ids, receive lanes are offset past them.
+    shift = int(src.max()) + 1
+    member = np.concatenate([np.arange(n, dtype=np.int64), gid.astype(np.int64)])
+    lane = np.concatenate([src.astype(np.int64), dst.astype(np.int64) + shift])
+    order = np.lexsort((member, lane))
+    member = member[order]
+    lane = lane[order]
+    starts = np.flatnonzero(np.r_[True, lane[1:] != lane[:-1]])
+    sizes = np.diff(np.r_[starts, len(lane)])
+    size_per = np.repeat(sizes, sizes)
+    start_per = np.repeat(starts, sizes)
+    left = np.repeat(member, size_per)
+    offs = np.arange(len(left)) - np.repeat(np.cumsum(size_per) - size_per, size_per)
+    right = member[np.repeat(start_per, size_per) + offs]
+    keep = left != right
+    key = np.unique(left[keep] * n + right[keep])
+    left = key // n
+    right = key % n
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(left, minlength=n), out=indptr[1:])
+    return indptr, right
+
+
+def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    n = len(src)
+    indptr, nbr = conflict_csr(gid, src, dst)
+    bound = lane_bound(gid, src, dst)
+    adj = [nbr[indptr[g]:indptr[g + 1]].tolist() for g in range(n)]
+    colour = _dsatur(adj, np.diff(indptr).tolist())
+    best = max(colour) + 1
+    if best > bound:
+        colour = _improve(adj, colour, bound)
+    return np.asarray(colour, dtype=np.int32)
+
+
+def _dsatur(adj: list[list[int]], degree: list[int]) -> list[int]:
+    """DSATUR: colour the most saturated group next (ties: higher degree, lower id); smallest free colour."""
+    n = len(adj)
+    colour = [-1] * n
+    seen: list[set[int]] = [set() for _ in range(n)]
+    heap = [(0, -degree[g], g) for g in range(n)]
+    heapq.heapify(heap)
+    push = heapq.heappush
+    pop = heapq.heappop
+    while heap:
+        neg_sat, _, g = pop(heap)
+        if colour[g] >= 0 or -neg_sat != len(seen[g]):
+            continue  # stale entry: a fresher one is in the heap
+        used = seen[g]
+        c = 0
+        while c in used:
+            c += 1
+        colour[g] = c
+        for h in adj[g]:
+            if colour[h] < 0:
+                s = seen[h]
+                if c not in s:
+                    s.add(c)
+                    push(heap, (-len(s), -degree[h], h))
+    return colour
+
+
+def _greedy(adj: list[list[int]], order: list[int], n: int) -> list[int]:
+    colour = [-1] * n
+    for g in order:
+        used = {colour[h] for h in adj[g]}
+        c = 0
+        while c in used:
+            c += 1
+        colour[g] = c
+    return colour
+
+
+def _improve(adj: list[list[int]], colour: list[int], bound: int) -> list[int]:
+    """Iterated greedy: recolour class by class; a class stays independent, so steps never grow."""
+    n = len(adj)
+    rng = np.random.default_rng(0)
+    best = colour
+    best_k = max(colour) + 1
+    cur = colour
+    for it in range(IMPROVE_PASSES):
+        arr = np.asarray(cur)
+        k = int(arr.max()) + 1
+        sizes = np.bincount(arr, minlength=k)
+        if it % 3 == 0:
+            class_rank = np.arange(k)[::-1]                      # reverse colour order
+        elif it % 3 == 1:
+            class_rank = np.argsort(np.argsort(-sizes, kind="stable"))  # largest class first
+        else:
+            class_rank = rng.permutation(k)
+        order = np.lexsort((np.arange(n), class_rank[arr])).tolist()
+        cur = _greedy(adj, order, n)
+        k_new = max(cur) + 1
+        if k_new < best_k:
+            best, best_k = cur, k_new
+        if best_k <= bound:
+            break
+    return best
+
+
+# -- input ---------------------------------------------------------------------
+def _read_groups(groups: pl.DataFrame, *, loopback: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate; return dense (gid per destination row, source per group, destination per row, gid per input row)."""
+    if not isinstance(groups, pl.DataFrame):
+        msg = f"groups must be a polars DataFrame with columns {list(GROUP_COLUMNS)}, got {type(groups).__name__}"
+        raise ModelError(msg, field="groups", value=type(groups).__name__)
+    missing = [c for c in GROUP_COLUMNS if c not in groups.columns]
+    if missing:
+        msg = f"groups frame is missing column(s) {missing}; it needs {list(GROUP_COLUMNS)} (has {groups.columns})"
+        raise ModelError(msg, field=missing[0], value=None)
+    df = groups.select(GROUP_COLUMNS).with_row_index("_row")
+    if isinstance(df.schema["destination"], pl.List):
+        empty = df.filter(pl.col("destination").list.len() == 0)
+        if empty.height:
+            _empty_group(empty["group"][0])
+        df = df.explode("destination")
+    for col in GROUP_COLUMNS:
+        if not df.schema[col].is_integer():
+            msg = f"groups column {col!r} must hold integers, got {df.schema[col]}"
+            raise ModelError(msg, field=col, value=str(df.schema[col]))
+    for col in ("group", "source"):
+        nulls = df.filter(pl.col(col).is_null())
+        if nulls.height:
+            msg = f"groups column {col!r} is null in row {nulls['_row'][0]}; every row needs a {col}"
+            raise ModelError(msg, field=col, value=None)
+    nulls = df.filter(pl.col("destination").is_null())
+    if nulls.height:
+        _empty_group(nulls["group"][0])
+    g = df["group"].to_numpy().astype(np.int64)
+    s = df["source"].to_numpy().astype(np.int64)
+    d = df["destination"].to_numpy().astype(np.int64)
+    rows = df["_row"].to_numpy()
+    for name, arr in (("source", s), ("destination", d)):
+        if len(arr) and arr.min() < 0:
+            i = int(np.argmin(arr))
+            msg = f"{name}={int(arr[i])} in group {int(g[i])} is negative; tile ids start at 0"
+            raise ModelError(msg, field=name, value=int(arr[i]))
+    if not loopback and np.any(s == d):
+        i = int(np.flatnonzero(s == d)[0])
+        msg = (f"group {int(g[i])} sends from tile {int(s[i])} to itself (destination == source) but the target "
+               "has exchange_loopback=False; copy locally instead")
+        raise ModelError(msg, field="destination", value=int(d[i]))
+    uniq, gid = np.unique(g, return_inverse=True)
+    src = np.full(len(uniq), -1, dtype=np.int64)
+    src[gid] = s
+    if np.any(src[gid] != s):
+        i = int(np.flatnonzero(src[gid] != s)[0])
+        msg = (f"group {int(g[i])} has several sources ({int(s[i])} and {int(src[gid[i]])}); "
+               "a group is what one source sends in one step")
+        raise ModelError(msg, field="source", value=int(s[i]))
+    pair = gid * (int(d.max()) + 1 if len(d) else 1) + d
+    dup = np.unique(pair, return_counts=True)
+    if len(dup[1]) and dup[1].max() > 1:
+        key = dup[0][np.argmax(dup[1])]
+        i = int(np.flatnonzero(pair == key)[0])
+        msg = f"group {int(g[i])} lists destination {int(d[i])} twice; each destination receives a group once"
+        raise ModelError(msg, field="destination", value=int(d[i]))
+    row_gid = np.zeros(groups.height, dtype=np.int64)
+    row_gid[rows] = gid
+    return gid, src, d, row_gid
+
+
+def _empty_group(group: object) -> None:
+    msg = f"group {group} has no destination (empty group); every group needs at least one destination row"
+    raise ModelError(msg, field="destination", value=None)
