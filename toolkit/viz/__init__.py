@@ -1,0 +1,3 @@
+"""Frame -> altair chart functions (charts are data; tests read ``chart.to_dict()``)."""
+
+from toolkit.viz.memory import memory_map, occupancy_heatmap, occupancy_over_time, peak_breakdown, tile_peaks  # noqa: F401

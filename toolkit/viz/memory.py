@@ -1,0 +1,338 @@
+"""SRAM charts: per-tile occupancy on the chip grid, one tile's memory map, the peak.
+
+Every function takes placement frames (``OBJECTS_SCHEMA``, ``PLACEMENT_SCHEMA``,
+``OCCUPANCY_SCHEMA`` from :mod:`toolkit.tables`) and a :class:`Target`, reduces
+them in polars first (one row per tile, per event or per live object) and
+returns an ``alt.Chart`` built straight on the reduced polars frame. Charts are
+data: ``chart.to_dict()`` is what the tests check. A chart that would embed
+more than ``max_rows`` rows raises :class:`OptionError` instead of producing a
+page the browser cannot draw; aggregate further or raise ``max_rows`` (and
+enable VegaFusion) when you mean it.
+
+Conventions the charts assume (documented, not enforced):
+
+* ``size_bytes`` of an object is one instance; an iterated parameter
+  (``repeat_count`` n > 1) occupies ``n * stride_bytes`` from its address
+  (``n * size_bytes`` when the placement has no stride).
+* An object whose ``alias_of`` names another object shares its root's storage,
+  so the peak breakdown counts only roots.
+* ``occupancy`` may be sparse in events; per-event statistics are over the
+  tiles that have a row at that event (the ``tiles`` column says how many).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from toolkit.errors import OptionError
+from toolkit.tables import OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, Schema
+from toolkit.target import Target, ipu21
+
+DEFAULT_MAX_ROWS = 5000
+
+TILE_PEAKS_SCHEMA: Schema = {
+    "tile": pl.Int32, "row": pl.Int32, "column": pl.Int32, "peak_bytes": pl.Int64,
+    "capacity_bytes": pl.Int64, "fraction": pl.Float64, "percent": pl.Float64, "peak_event": pl.Int32,
+}
+MAP_COLORS = ("kind", "class", "access", "region")
+BREAKDOWN_BY = ("kind", "class", "access")
+_OCCUPANCY_VALUES = ("live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes", "region1_bytes")
+
+
+# -- chip grid ------------------------------------------------------------------
+def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes") -> pl.DataFrame:
+    """One row per tile of ``target`` (TILE_PEAKS_SCHEMA): peak of ``value`` over events, its
+    capacity and fraction, the earliest event at the peak, and the tile's chip-grid cell.
+
+    Tiles without occupancy rows have peak 0 and a null ``peak_event``.
+    """
+    column = _value(value)
+    occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", column), "occupancy")
+    _check_tiles(occ["tile"], target, "occupancy")
+    per_tile = occ.group_by("tile").agg(
+        pl.col(column).max().alias("peak_bytes"),
+        pl.col("event").filter(pl.col(column) == pl.col(column).max()).min().alias("peak_event"),
+    )
+    capacity = _capacity(target, column)
+    cols = target.grid_columns
+    return (
+        pl.DataFrame({"tile": pl.arange(0, target.tiles, eager=True, dtype=pl.Int32)})
+        .join(per_tile, on="tile", how="left")
+        .with_columns(
+            (pl.col("tile") // cols).cast(pl.Int32).alias("row"),
+            (pl.col("tile") % cols).cast(pl.Int32).alias("column"),
+            pl.col("peak_bytes").fill_null(0),
+            pl.lit(capacity, dtype=pl.Int64).alias("capacity_bytes"),
+        )
+        .with_columns((pl.col("peak_bytes") / capacity).alias("fraction"))
+        .with_columns((pl.col("fraction") * 100).round(2).alias("percent"))
+        .select([pl.col(c).cast(t) for c, t in TILE_PEAKS_SCHEMA.items()])
+    )
+
+
+def occupancy_heatmap(
+    occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes",
+    max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
+) -> alt.Chart:
+    """Every tile on the chip grid (``target.grid_columns`` per row), coloured by peak ``value`` /
+    capacity. ``value`` is an occupancy byte column (``live_bytes``, ``standard_bytes``,
+    ``interleaved_bytes``, ``region0_bytes``, ``region1_bytes``; a ``peak_`` prefix is accepted).
+    Clicking a cell selects the tile (selection parameter ``picked_tile``).
+    """
+    column = _value(value)
+    peaks = tile_peaks(occupancy, target, value=column)
+    _guard(peaks.height, max_rows, f"occupancy_heatmap has one row per tile ({target.tiles} tiles)")
+    top = max(1.0, float(peaks.select(pl.col("fraction").max()).item() or 0.0))
+    pick = alt.selection_point(name="picked_tile", fields=["tile"], on="click")
+    rows = -(-target.tiles // target.grid_columns)
+    capacity = _capacity(target, column)
+    return (
+        alt.Chart(peaks)
+        .mark_rect(stroke="white", strokeWidth=0.3)
+        .encode(
+            x=alt.X("column:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("row:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            color=alt.Color("fraction:Q", title="peak / capacity",
+                            scale=alt.Scale(scheme="viridis", domain=[0.0, top])),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
+            tooltip=[
+                alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
+                alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
+                alt.Tooltip("peak_event:Q", title="event of peak"),
+            ],
+        )
+        .add_params(pick)
+        .properties(
+            width=target.grid_columns * cell_px, height=rows * cell_px,
+            title=f"peak {column} per tile: {target.tiles} tiles of {target.name}, capacity {capacity:,} B",
+        )
+    )
+
+
+# -- one tile -----------------------------------------------------------------------
+def memory_map(
+    objects: pl.DataFrame, placement: pl.DataFrame, target: Target, tile: int, *,
+    color: str = "kind", max_rows: int = DEFAULT_MAX_ROWS,
+) -> alt.LayerChart:
+    """One tile's memory: a rect per placed object from (first event, address) to
+    (last event + 1, address + span), coloured by ``color`` (kind, class, access or region),
+    with element boundaries as thin rules, region boundaries emphasised and the loader limit dashed.
+    """
+    _tile(tile, target)
+    if color not in MAP_COLORS:
+        msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
+        raise OptionError(msg, field="color", value=color)
+    placed = _placed(objects, placement, tile)
+    _guard(placed.height, max_rows, f"memory_map of tile {tile} has {placed.height} placed objects")
+    y_scale = alt.Scale(domain=[target.memory_start, target.memory_end], nice=False, zero=False)
+    rects = (
+        alt.Chart(placed)
+        .mark_rect(stroke="white", strokeWidth=0.5, opacity=0.85)
+        .encode(
+            x=alt.X("first:Q", title="event"), x2="end_event:Q",
+            y=alt.Y("address:Q", title="address", scale=y_scale, axis=alt.Axis(format="#x")),
+            y2="end_address:Q",
+            color=alt.Color(f"{color}:N", title=color),
+            tooltip=[
+                alt.Tooltip("name:N"), alt.Tooltip("object_id:Q"), alt.Tooltip("kind:N"), alt.Tooltip("class:N"),
+                alt.Tooltip("size_bytes:Q", format=","), alt.Tooltip("span_bytes:Q", format=","),
+                alt.Tooltip("repeat_count:Q"), alt.Tooltip("address:Q", format="#x"),
+                alt.Tooltip("end_address:Q", format="#x"), alt.Tooltip("first:Q"), alt.Tooltip("last:Q"),
+            ],
+        )
+    )
+    elements = target.elements()
+    regions = target.regions()
+    starts = regions["start"]
+    inner = elements.filter(~pl.col("offset").is_in(starts.implode())).select("offset", "range", "region")
+    element_rules = alt.Chart(inner).mark_rule(color="#999999", strokeWidth=0.5, strokeDash=[2, 2]).encode(
+        y=alt.Y("offset:Q", scale=y_scale), tooltip=[alt.Tooltip("range:N", title="element"), "region:Q"])
+    bounds = regions.select(
+        "region", pl.col("start").alias("offset"),
+        pl.format("region {} ({})", "region",
+                  pl.when("interleaved").then(pl.lit("interleaved")).otherwise(pl.lit("standard"))).alias("label"),
+    )
+    region_rules = alt.Chart(bounds).mark_rule(color="black", strokeWidth=2).encode(y=alt.Y("offset:Q", scale=y_scale))
+    labels = alt.Chart(bounds).mark_text(align="left", baseline="top", dx=3, dy=3, fontWeight="bold").encode(
+        y=alt.Y("offset:Q", scale=y_scale), x=alt.value(0), text="label:N")
+    limit = pl.DataFrame({"offset": [target.load_limit], "label": [f"load limit {target.load_limit:#x}"]})
+    limit_rule = alt.Chart(limit).mark_rule(color="firebrick", strokeDash=[6, 3]).encode(
+        y=alt.Y("offset:Q", scale=y_scale), tooltip=["label:N"])
+    title = f"tile {tile}: {placed.height} placed objects, {target.memory_bytes:,} B of SRAM"
+    return alt.LayerChart(
+        layer=[rects, element_rules, region_rules, labels, limit_rule], width=640, height=480, title=title)
+
+
+def peak_breakdown(
+    objects: pl.DataFrame, placement: pl.DataFrame, occupancy: pl.DataFrame, target: Target, tile: int, *,
+    by: str = "kind", top: int = 10, max_rows: int = DEFAULT_MAX_ROWS,
+) -> alt.HConcatChart:
+    """What is live on ``tile`` at its peak event (the earliest event of maximal ``live_bytes``):
+    bytes by ``by`` (kind, class or access) stacked by class, next to the ``top`` largest objects.
+    """
+    _tile(tile, target)
+    if by not in BREAKDOWN_BY:
+        msg = f"by={by!r} is not a breakdown; use one of {list(BREAKDOWN_BY)}"
+        raise OptionError(msg, field="by", value=by)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        msg = f"top={top!r} must be a positive number of objects to list"
+        raise OptionError(msg, field="top", value=top)
+    occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", "live_bytes"), "occupancy")
+    occ = occ.filter(pl.col("tile") == tile)
+    if occ.height == 0:
+        msg = f"tile={tile} has no occupancy rows; pick a tile that holds objects (see tile_peaks)"
+        raise OptionError(msg, field="tile", value=tile, tile=tile)
+    peak = occ.sort(["live_bytes", "event"], descending=[True, False]).row(0, named=True)
+    event, live_bytes = peak["event"], peak["live_bytes"]
+    live = _live(objects, placement, tile, event)
+    keys = list(dict.fromkeys([by, "class"]))
+    groups = live.group_by(keys).agg(pl.col("span_bytes").sum().alias("bytes"), pl.len().alias("objects"))
+    largest = live.sort(["span_bytes", "object_id"], descending=[True, False]).head(top)
+    _guard(groups.height + largest.height, max_rows, f"peak_breakdown of tile {tile}")
+    capacity = target.memory_bytes
+    bars = alt.Chart(groups).mark_bar().encode(
+        y=alt.Y(f"{by}:N", sort="-x", title=by), x=alt.X("sum(bytes):Q", title="live bytes"),
+        color=alt.Color("class:N"),
+        tooltip=[*dict.fromkeys([f"{by}:N", "class:N"]), alt.Tooltip("bytes:Q", format=","), "objects:Q"],
+    ).properties(width=320, title=f"live bytes by {by}")
+    big = alt.Chart(largest).mark_bar().encode(
+        y=alt.Y("name:N", sort="-x", title=None), x=alt.X("span_bytes:Q", title="bytes"),
+        color=alt.Color(f"{by}:N"),
+        tooltip=["name:N", "object_id:Q", "kind:N", "class:N", alt.Tooltip("span_bytes:Q", format=","),
+                 alt.Tooltip("address:Q", format="#x"), "first:Q", "last:Q"],
+    ).properties(width=320, title=f"{largest.height} largest live objects")
+    total = int(live["span_bytes"].sum())
+    title = (f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "
+             f"{capacity:,} B); {live.height} live objects hold {total:,} B")
+    return alt.hconcat(bars, big).resolve_scale(color="independent").properties(title=title)
+
+
+# -- over time -------------------------------------------------------------------------
+def occupancy_over_time(
+    occupancy: pl.DataFrame, tiles: Iterable[int] | None = None, *, target: Target | None = None,
+    value: str = "live_bytes", max_rows: int = DEFAULT_MAX_ROWS,
+) -> alt.LayerChart:
+    """``value`` per event, max and mean over ``tiles`` (default: all), with the capacity as a rule."""
+    target = target or ipu21()
+    column = _value(value)
+    occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", column), "occupancy")
+    if tiles is not None:
+        wanted = pl.Series("tile", list(tiles), dtype=pl.Int64)
+        if wanted.len() == 0:
+            msg = "tiles=[] selects nothing; pass None for all tiles"
+            raise OptionError(msg, field="tiles", value=[])
+        missing = wanted.filter(~wanted.is_in(occ["tile"].cast(pl.Int64).implode()))
+        if missing.len():
+            msg = f"tiles contains {missing.len()} tiles with no occupancy rows (first: {missing[0]})"
+            raise OptionError(msg, field="tiles", value=int(missing[0]))
+        occ = occ.filter(pl.col("tile").is_in(wanted.implode()))
+    per_event = (
+        occ.group_by("event")
+        .agg(pl.col(column).max().alias("max"), pl.col(column).mean().alias("mean"), pl.len().alias("tiles"))
+        .unpivot(index=["event", "tiles"], on=["max", "mean"], variable_name="stat", value_name="bytes")
+        .sort("stat", "event")
+    )
+    _guard(per_event.height, max_rows, "occupancy_over_time has two rows per event")
+    capacity = _capacity(target, column)
+    lines = alt.Chart(per_event).mark_line(point=per_event.height <= 400).encode(
+        x=alt.X("event:Q"), y=alt.Y("bytes:Q", title=column), color=alt.Color("stat:N", title="over tiles"),
+        tooltip=["event:Q", "stat:N", alt.Tooltip("bytes:Q", format=",.0f"), "tiles:Q"],
+    )
+    cap = pl.DataFrame({"bytes": [capacity], "label": [f"capacity {capacity:,} B"]})
+    rule = alt.Chart(cap).mark_rule(color="firebrick", strokeDash=[6, 3]).encode(y="bytes:Q", tooltip=["label:N"])
+    n = occ["tile"].n_unique()
+    return alt.LayerChart(layer=[lines, rule], width=640, height=260, title=f"{column} per event over {n} tiles")
+
+
+# -- helpers ---------------------------------------------------------------------------
+def _value(value: str) -> str:
+    column = value.removeprefix("peak_") if isinstance(value, str) else value
+    if column not in _OCCUPANCY_VALUES:
+        msg = f"value={value!r} is not an occupancy byte column; use one of {list(_OCCUPANCY_VALUES)}"
+        raise OptionError(msg, field="value", value=value)
+    return column
+
+
+def _capacity(target: Target, column: str) -> int:
+    regions = target.regions()
+    if column == "interleaved_bytes":
+        return int(regions.filter("interleaved")["size_bytes"].sum())
+    if column in ("region0_bytes", "region1_bytes"):
+        return int(regions.filter(pl.col("region") == int(column[6]))["size_bytes"].sum())
+    return target.memory_bytes
+
+
+def _columns(df: Any, schema: Schema, needed: Iterable[str], what: str) -> pl.DataFrame:
+    if isinstance(df, pl.LazyFrame):
+        df = df.collect()
+    if not isinstance(df, pl.DataFrame):
+        msg = f"{what} must be a polars DataFrame, got {type(df).__name__}"
+        raise OptionError(msg, field=what, value=type(df).__name__)
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        msg = f"{what} lacks columns {missing} (expected the {what.upper()}_SCHEMA of toolkit.tables)"
+        raise OptionError(msg, field=what, value=missing)
+    return df.with_columns([pl.col(c).cast(schema[c], strict=False) for c in df.columns if c in schema])
+
+
+def _check_tiles(tiles: pl.Series, target: Target, what: str) -> None:
+    bad = tiles.filter((tiles < 0) | (tiles >= target.tiles))
+    if bad.len():
+        msg = f"{what} has {bad.len()} rows with tile outside 0..{target.tiles - 1} (first: {bad[0]})"
+        raise OptionError(msg, field="tile", value=int(bad[0]), tile=int(bad[0]))
+
+
+def _tile(tile: Any, target: Target) -> None:
+    if isinstance(tile, bool) or not isinstance(tile, int) or not 0 <= tile < target.tiles:
+        msg = f"tile={tile!r} is not a tile of {target.name} (0..{target.tiles - 1})"
+        raise OptionError(msg, field="tile", value=tile)
+
+
+_OBJECT_COLUMNS = ("object_id", "tile", "kind", "name", "size_bytes", "first", "last", "access", "class",
+                   "alias_of", "repeat_count")
+_PLACEMENT_COLUMNS = ("object_id", "tile", "address", "stride_bytes", "region")
+
+
+def _span() -> pl.Expr:
+    instances = pl.col("repeat_count").fill_null(1)
+    stride = pl.col("stride_bytes").fill_null(0)
+    stride = pl.when(stride > 0).then(stride).otherwise(pl.col("size_bytes"))
+    return pl.when(instances > 1).then(instances * stride).otherwise(pl.col("size_bytes")).alias("span_bytes")
+
+
+def _placed(objects: pl.DataFrame, placement: pl.DataFrame, tile: int) -> pl.DataFrame:
+    objs = _columns(objects, OBJECTS_SCHEMA, _OBJECT_COLUMNS, "objects").filter(pl.col("tile") == tile)
+    where = _columns(placement, PLACEMENT_SCHEMA, _PLACEMENT_COLUMNS, "placement").filter(pl.col("tile") == tile)
+    return (
+        objs.select(_OBJECT_COLUMNS)
+        .join(where.select("object_id", "address", "stride_bytes", "region"), on="object_id", how="inner")
+        .with_columns(_span(), (pl.col("last") + 1).alias("end_event"))
+        .with_columns((pl.col("address") + pl.col("span_bytes")).alias("end_address"))
+        .sort("address", "first")
+    )
+
+
+def _live(objects: pl.DataFrame, placement: pl.DataFrame, tile: int, event: int) -> pl.DataFrame:
+    objs = _columns(objects, OBJECTS_SCHEMA, _OBJECT_COLUMNS, "objects")
+    where = _columns(placement, PLACEMENT_SCHEMA, _PLACEMENT_COLUMNS, "placement").filter(pl.col("tile") == tile)
+    root = pl.col("alias_of").is_null() | (pl.col("alias_of") == pl.col("object_id"))
+    return (
+        objs.filter((pl.col("tile") == tile) & (pl.col("first") <= event) & (pl.col("last") >= event) & root)
+        .select(_OBJECT_COLUMNS)
+        .join(where.select("object_id", "address", "stride_bytes"), on="object_id", how="left")
+        .with_columns(_span())
+    )
+
+
+def _guard(rows: int, max_rows: int, what: str) -> None:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        msg = f"max_rows={max_rows!r} must be a positive integer"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    if rows > max_rows:
+        msg = (f"{what}: the chart would embed {rows:,} rows, above max_rows={max_rows:,}; "
+               "aggregate or filter first, or raise max_rows (and enable VegaFusion)")
+        raise OptionError(msg, field="max_rows", value=max_rows)
