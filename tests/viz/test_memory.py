@@ -169,6 +169,7 @@ def test_memory_map_layers(synthetic) -> None:
     assert (enc["x"]["field"], enc["x2"]["field"], enc["y"]["field"], enc["y2"]["field"]) == (
         "first", "end_event", "address", "end_address")
     assert enc["y"]["axis"]["format"] == "#x"
+    assert {0x4C000, 0x80000, 0xE8000} <= set(enc["y"]["axis"]["values"])
     assert enc["y"]["scale"]["domain"] == [TARGET.memory_start, TARGET.memory_end]
     assert enc["color"]["field"] == "kind"
     tips = {t["field"]: t for t in enc["tooltip"]}
@@ -221,6 +222,7 @@ def test_peak_breakdown(synthetic) -> None:
     bars, big = spec["hconcat"]
     assert bars["mark"]["type"] == "bar" and big["mark"]["type"] == "bar"
     assert bars["encoding"]["y"]["field"] == "kind" and bars["encoding"]["color"]["field"] == "class"
+    assert big["encoding"]["color"]["field"] == "class"      # one shared class legend
     occ_t = occ.filter(pl.col("tile") == tile).sort(["live_bytes", "event"], descending=[True, False])
     event, live_bytes = occ_t["event"][0], occ_t["live_bytes"][0]
     assert f"peaks at event {event}: {live_bytes:,} B live" in spec["title"]
@@ -249,8 +251,8 @@ def test_peak_breakdown_by_class_and_errors(synthetic) -> None:
 def test_occupancy_over_time(synthetic) -> None:
     _, _, occ = synthetic
     spec = vm.occupancy_over_time(occ).to_dict()
-    lines, rule = spec["layer"]
-    assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule"
+    lines, rule, label = spec["layer"]
+    assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule" and label["mark"]["type"] == "text"
     assert (lines["encoding"]["x"]["field"], lines["encoding"]["y"]["field"]) == ("event", "bytes")
     rows = dataset(lines, spec)
     assert len(rows) == 2 * 10

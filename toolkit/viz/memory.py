@@ -129,12 +129,15 @@ def memory_map(
     placed = _placed(objects, placement, tile)
     _guard(placed.height, max_rows, f"memory_map of tile {tile} has {placed.height} placed objects")
     y_scale = alt.Scale(domain=[target.memory_start, target.memory_end], nice=False, zero=False)
+    elements = target.elements()
+    regions = target.regions()
+    ticks = sorted({*elements["offset"].gather_every(2).to_list(), *regions["start"].to_list(), target.memory_end})
     rects = (
         alt.Chart(placed)
         .mark_rect(stroke="white", strokeWidth=0.5, opacity=0.85)
         .encode(
             x=alt.X("first:Q", title="event"), x2="end_event:Q",
-            y=alt.Y("address:Q", title="address", scale=y_scale, axis=alt.Axis(format="#x")),
+            y=alt.Y("address:Q", title="address", scale=y_scale, axis=alt.Axis(format="#x", values=ticks, grid=False)),
             y2="end_address:Q",
             color=alt.Color(f"{color}:N", title=color),
             tooltip=[
@@ -145,8 +148,6 @@ def memory_map(
             ],
         )
     )
-    elements = target.elements()
-    regions = target.regions()
     starts = regions["start"]
     inner = elements.filter(~pl.col("offset").is_in(starts.implode())).select("offset", "range", "region")
     element_rules = alt.Chart(inner).mark_rule(color="#999999", strokeWidth=0.5, strokeDash=[2, 2]).encode(
@@ -157,7 +158,7 @@ def memory_map(
                   pl.when("interleaved").then(pl.lit("interleaved")).otherwise(pl.lit("standard"))).alias("label"),
     )
     region_rules = alt.Chart(bounds).mark_rule(color="black", strokeWidth=2).encode(y=alt.Y("offset:Q", scale=y_scale))
-    labels = alt.Chart(bounds).mark_text(align="left", baseline="top", dx=3, dy=3, fontWeight="bold").encode(
+    labels = alt.Chart(bounds).mark_text(align="left", baseline="bottom", dx=3, dy=-3, fontWeight="bold").encode(
         y=alt.Y("offset:Q", scale=y_scale), x=alt.value(0), text="label:N")
     limit = pl.DataFrame({"offset": [target.load_limit], "label": [f"load limit {target.load_limit:#x}"]})
     limit_rule = alt.Chart(limit).mark_rule(color="firebrick", strokeDash=[6, 3]).encode(
@@ -172,7 +173,8 @@ def peak_breakdown(
     by: str = "kind", top: int = 10, max_rows: int = DEFAULT_MAX_ROWS,
 ) -> alt.HConcatChart:
     """What is live on ``tile`` at its peak event (the earliest event of maximal ``live_bytes``):
-    bytes by ``by`` (kind, class or access) stacked by class, next to the ``top`` largest objects.
+    bytes by ``by`` (kind, class or access) stacked by class, next to the ``top`` largest objects
+    (coloured by class too, so the two bars share one legend).
     """
     _tile(tile, target)
     if by not in BREAKDOWN_BY:
@@ -201,14 +203,14 @@ def peak_breakdown(
     ).properties(width=320, title=f"live bytes by {by}")
     big = alt.Chart(largest).mark_bar().encode(
         y=alt.Y("name:N", sort="-x", title=None), x=alt.X("span_bytes:Q", title="bytes"),
-        color=alt.Color(f"{by}:N"),
+        color=alt.Color("class:N"),
         tooltip=["name:N", "object_id:Q", "kind:N", "class:N", alt.Tooltip("span_bytes:Q", format=","),
                  alt.Tooltip("address:Q", format="#x"), "first:Q", "last:Q"],
     ).properties(width=320, title=f"{largest.height} largest live objects")
     total = int(live["span_bytes"].sum())
     title = (f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "
              f"{capacity:,} B); {live.height} live objects hold {total:,} B")
-    return alt.hconcat(bars, big).resolve_scale(color="independent").properties(title=title)
+    return alt.hconcat(bars, big).properties(title=title)
 
 
 # -- over time -------------------------------------------------------------------------
@@ -243,9 +245,12 @@ def occupancy_over_time(
         tooltip=["event:Q", "stat:N", alt.Tooltip("bytes:Q", format=",.0f"), "tiles:Q"],
     )
     cap = pl.DataFrame({"bytes": [capacity], "label": [f"capacity {capacity:,} B"]})
-    rule = alt.Chart(cap).mark_rule(color="firebrick", strokeDash=[6, 3]).encode(y="bytes:Q", tooltip=["label:N"])
+    base = alt.Chart(cap).encode(y="bytes:Q")
+    rule = base.mark_rule(color="firebrick", strokeDash=[6, 3]).encode(tooltip=["label:N"])
+    text = base.mark_text(align="left", baseline="bottom", dy=-3, color="firebrick").encode(
+        x=alt.value(4), text="label:N")
     n = occ["tile"].n_unique()
-    return alt.LayerChart(layer=[lines, rule], width=640, height=260, title=f"{column} per event over {n} tiles")
+    return alt.LayerChart(layer=[lines, rule, text], width=640, height=260, title=f"{column} per event over {n} tiles")
 
 
 # -- helpers ---------------------------------------------------------------------------
