@@ -2,6 +2,103 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+from toolkit.errors import FormatError, OptionError
+
 app = typer.Typer(help="Read, crop, query and export cycle profiles (simulated or hardware).", no_args_is_help=True)
+
+FileArg = Annotated[Path, typer.Argument(help="A .capnp hardware profile or a .parquet profile directory.")]
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _read(path: Path):
+    from toolkit.profile import read_profile
+
+    try:
+        return read_profile(path)
+    except FormatError as exc:
+        _fail(exc)
+
+
+@app.command("crop")
+def crop_cmd(
+    file: FileArg,
+    shared_clock: Annotated[bool, typer.Option("--shared-clock", help="No crop: origin = earliest start.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Print the cropped cycles (the hardware renderer's default span)."""
+    from toolkit.profile import crop
+
+    profile = _read(file)
+    c = crop(profile, shared_clock=shared_clock)
+    if as_json:
+        typer.echo(json.dumps({
+            "file": str(file), "cropped_cycles": c.cropped_cycles, "clock_hz": profile.clock_hz, "tiles": c.tiles,
+            "samples": profile.samples.height, "shared_clock": shared_clock, "origin_cycle": c.origin_cycle,
+            "source": profile.source, "schema_version": profile.schema_version,
+        }))
+    else:
+        mode = "shared clock" if shared_clock else "cropped"
+        typer.echo(f"{c.cropped_cycles} cycles ({mode}; {c.cropped_seconds * 1e6:.3f} us at "
+                   f"{profile.clock_hz / 1e6:g} MHz; {c.tiles} tiles, {profile.samples.height} samples)")
+
+
+@app.command("query")
+def query_cmd(
+    file: FileArg,
+    group_by: Annotated[str, typer.Option("--group-by", help="kernel, operation, phase, kind or tile.")] = "kernel",
+    shared_clock: Annotated[bool, typer.Option("--shared-clock", help="Do not crop.")] = False,
+    limit: Annotated[int, typer.Option(help="Rows shown in the table (JSON has all).")] = 40,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
+) -> None:
+    """Cycles per kernel / operation / phase / kind / tile."""
+    from toolkit.profile import query
+
+    profile = _read(file)
+    try:
+        q = query(profile, by=group_by, cropped=not shared_clock)
+    except OptionError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(q.to_dicts()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{file.name}: cycles by {group_by}")
+    for col in q.columns:
+        table.add_column(col, justify="left" if col == group_by else "right")
+    for row in q.head(limit).iter_rows():
+        table.add_row(*(f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+                        for v in row))
+    Console().print(table)
+    if q.height > limit:
+        typer.echo(f"... {q.height - limit} more rows (use --limit or --json)")
+
+
+@app.command("export")
+def export_cmd(
+    file: FileArg,
+    perfetto: Annotated[Path, typer.Option("--perfetto", help="Output Chrome trace JSON (chunked if big).")],
+    max_events: Annotated[int, typer.Option(help="Events per file before splitting.")] = 1_000_000,
+    shared_clock: Annotated[bool, typer.Option("--shared-clock", help="Do not crop.")] = False,
+) -> None:
+    """Export a Perfetto / Chrome trace (one track per tile)."""
+    from toolkit.profile import export_perfetto
+
+    profile = _read(file)
+    try:
+        paths = export_perfetto(profile, perfetto, max_events_per_file=max_events, shared_clock=shared_clock)
+    except OptionError as exc:
+        _fail(exc)
+    for p in paths:
+        typer.echo(str(p))

@@ -1,7 +1,32 @@
-"""Cycle profiles: read/write (Cap'n Proto v1..5, Parquet), crop, query, compare, Perfetto export."""
+"""Cycle profiles, hardware (`ipu-stack` Cap'n Proto) or simulated, in one data model.
+
+Read and write (:func:`read_profile`, :func:`read_capnp` for schema versions 1..5,
+:func:`write_capnp` for version 5, :func:`read_parquet` / :func:`write_parquet`),
+crop the way the hardware renderer does (:func:`crop`), ask where the cycles
+go (:func:`query`, :func:`barriers`, :func:`compare`, :func:`idle`) and export
+to Perfetto (:func:`export_perfetto`).
+"""
 
 from toolkit.profile.capnp_io import read_capnp, write_capnp
-from toolkit.profile.model import Profile
+from toolkit.profile.crop import CROP_SCHEMA, Crop, crop
+from toolkit.profile.model import Profile, wrap_delta
+from toolkit.profile.parquet_io import read_parquet, read_profile, write_parquet
+from toolkit.profile.perfetto import export_perfetto
+from toolkit.profile.query import (
+    BARRIER_SCHEMA,
+    IDLE_SCHEMA,
+    QUERY_COLUMNS,
+    WAIT_SCHEMA,
+    Barriers,
+    barriers,
+    compare,
+    idle,
+    query,
+)
 from toolkit.profile.synthetic import synthetic_profile
 
-__all__ = ["Profile", "read_capnp", "synthetic_profile", "write_capnp"]
+__all__ = [
+    "BARRIER_SCHEMA", "CROP_SCHEMA", "IDLE_SCHEMA", "QUERY_COLUMNS", "WAIT_SCHEMA", "Barriers", "Crop", "Profile",
+    "barriers", "compare", "crop", "export_perfetto", "idle", "query", "read_capnp", "read_parquet",
+    "read_profile", "synthetic_profile", "wrap_delta", "write_capnp", "write_parquet",
+]

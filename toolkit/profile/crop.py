@@ -1,0 +1,79 @@
+"""Cropping: the `ipu-stack` renderer's default view of a profile, with wrap-aware 32-bit arithmetic.
+
+Counters are unwrapped per tile relative to the tile's first sample (offsets
+within a tile are below 2**32), and tiles are related to each other through
+the signed wrap-aware difference of their first-sample starts (tiles start
+within 2**31 cycles of each other). Then:
+
+- default (the renderer's "crop initial sync entry"): origin = the latest
+  first-sample start over tiles; every sample is clipped to start at the origin
+  (samples wholly before it get zero length); cropped cycles = the latest
+  sample end minus the origin.
+- ``shared_clock=True``: origin = the earliest first-sample start, nothing clipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from toolkit import tables
+from toolkit.profile.model import HALF, WRAP, Profile
+
+CROP_SCHEMA: tables.Schema = {
+    **tables.SAMPLES_SCHEMA,
+    "start_offset_cycles": tables.BIG,  # from the origin, clipped at 0 unless shared clock
+    "end_offset_cycles": tables.BIG,
+    "duration_cycles": tables.BIG,      # end_offset - start_offset (0 for samples wholly before the origin)
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crop:
+    """A profile seen from an origin: sample offsets in cycles and the cropped span."""
+
+    origin_cycle: int     # raw 32-bit counter value of the origin
+    cropped_cycles: int   # latest sample end - origin
+    shared_clock: bool
+    clock_hz: float
+    tiles: int
+    samples: pl.DataFrame  # CROP_SCHEMA, sorted by tile then sample
+
+    @property
+    def cropped_seconds(self) -> float:
+        return self.cropped_cycles / self.clock_hz
+
+
+def crop(profile: Profile, shared_clock: bool = False) -> Crop:
+    """Crop ``profile`` the way the hardware tool's renderer does (or not at all with ``shared_clock``)."""
+    s = profile.samples
+    n = s.height
+    if n == 0:
+        samples = s.with_columns(*(pl.lit(0, tables.BIG).alias(c) for c in list(CROP_SCHEMA)[len(s.columns):]))
+        return Crop(origin_cycle=0, cropped_cycles=0, shared_clock=shared_clock, clock_hz=profile.clock_hz, tiles=0,
+                    samples=samples)
+    tile = s["tile"].to_numpy()
+    start = s["start_cycle"].to_numpy()
+    end = s["end_cycle"].to_numpy()
+    first = np.flatnonzero(np.r_[True, tile[1:] != tile[:-1]])
+    row_tile = np.cumsum(np.r_[True, tile[1:] != tile[:-1]]) - 1
+    base = start[first]
+    rel = (base - base[0] + HALF) % WRAP - HALF  # signed offset of each tile's first start from tile 0's
+    row_rel = rel[row_tile]
+    begin = row_rel + (start - base[row_tile]) % WRAP
+    finish = begin + (end - start) % WRAP
+    origin = int(rel.min() if shared_clock else rel.max())
+    begin -= origin
+    finish -= origin
+    if not shared_clock:
+        np.maximum(begin, 0, out=begin)
+        np.maximum(finish, 0, out=finish)
+    samples = s.with_columns(
+        pl.Series("start_offset_cycles", begin, dtype=tables.BIG),
+        pl.Series("end_offset_cycles", finish, dtype=tables.BIG),
+        pl.Series("duration_cycles", finish - begin, dtype=tables.BIG),
+    )
+    return Crop(origin_cycle=int((base[0] + origin) % WRAP), cropped_cycles=max(int(finish.max()), 0),
+                shared_clock=shared_clock, clock_hz=profile.clock_hz, tiles=len(first), samples=samples)

@@ -1,0 +1,203 @@
+"""Questions asked of a profile: where the cycles go, who waits at barriers, what changed, where tiles idle.
+
+All functions take a :class:`Profile` (cropped here) or an existing
+:class:`Crop`, and answer with polars frames whose schemas are declared below.
+Offsets are cycles from the crop origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from toolkit import tables
+from toolkit.errors import OptionError
+from toolkit.profile.crop import Crop, crop
+from toolkit.profile.model import Profile
+
+GROUP_KEYS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "kernel": tables.STR, "operation": tables.STR, "phase": tables.BIG, "kind": tables.STR, "tile": tables.ID,
+}
+COMPARE_KEYS = ("phase", "operation", "kernel")
+#: query() columns after the group key
+QUERY_COLUMNS: tables.Schema = {
+    "samples": tables.BIG,
+    "tiles": tables.BIG,
+    "phase_cycles": tables.BIG,        # wall span of the group: last end - first start
+    "work_cycles": tables.BIG,         # sum of sample durations
+    "mean_cycles": pl.Float64,
+    "p50_cycles": pl.Float64,
+    "p95_cycles": pl.Float64,
+    "max_cycles": tables.BIG,
+    "first_offset_cycles": tables.BIG,
+    "last_offset_cycles": tables.BIG,
+}
+BARRIER_SCHEMA: tables.Schema = {
+    "phase": tables.BIG,
+    "tiles": tables.BIG,
+    "entry_offset_cycles": tables.BIG,   # first tile to enter
+    "exit_offset_cycles": tables.BIG,    # last tile to leave
+    "entry_spread_cycles": tables.BIG,   # latest entry - earliest entry
+    "exit_spread_cycles": tables.BIG,    # latest exit - earliest exit
+    "work_spread_cycles": tables.BIG,    # latest end of real work - earliest end of real work
+    "latest_tile": tables.ID,            # the straggler: last to finish its real work
+    "max_wait_cycles": tables.BIG,
+    "mean_wait_cycles": pl.Float64,
+}
+WAIT_SCHEMA: tables.Schema = {
+    "phase": tables.BIG,
+    "tile": tables.ID,
+    "entry_offset_cycles": tables.BIG,
+    "work_end_offset_cycles": tables.BIG,  # end of the tile's last compute/exchange sample in the phase
+    "exit_offset_cycles": tables.BIG,
+    "wait_cycles": tables.BIG,             # phase exit - the tile's work end: time spent waiting for others
+}
+IDLE_SCHEMA: tables.Schema = {
+    "tile": tables.ID,
+    "phase": tables.BIG,                   # phase of the sample the idle interval ends in (null: the tail)
+    "start_offset_cycles": tables.BIG,
+    "end_offset_cycles": tables.BIG,
+    "duration_cycles": tables.BIG,
+}
+WAITING_KINDS = ("synchronization", "idle")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Barriers:
+    """Per-phase barrier spreads, and per (phase, tile) who waited how long."""
+
+    phases: pl.DataFrame  # BARRIER_SCHEMA
+    waits: pl.DataFrame   # WAIT_SCHEMA
+
+
+def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> pl.DataFrame:
+    """Cycles per group: ``by`` is one of kernel, operation, phase, kind, tile.
+
+    Columns: the key, then ``QUERY_COLUMNS``. Durations are the cropped ones
+    (``cropped=False``: the shared clock). Rows by key for phase and tile, else
+    by work cycles, largest first. A :class:`Crop` is used as it is.
+    """
+    if by not in GROUP_KEYS:
+        msg = f"by={by!r} is not a group key; use one of {list(GROUP_KEYS)}"
+        raise OptionError(msg, field="by", value=by)
+    c = _crop(profile, cropped)
+    dur, start, end = pl.col("duration_cycles"), pl.col("start_offset_cycles"), pl.col("end_offset_cycles")
+    out = c.samples.group_by(by).agg(
+        pl.len().alias("samples"),
+        pl.col("tile").n_unique().alias("tiles"),
+        (end.max() - start.min()).alias("phase_cycles"),
+        dur.sum().alias("work_cycles"),
+        dur.mean().alias("mean_cycles"),
+        dur.quantile(0.5, "linear").alias("p50_cycles"),
+        dur.quantile(0.95, "linear").alias("p95_cycles"),
+        dur.max().alias("max_cycles"),
+        start.min().alias("first_offset_cycles"),
+        end.max().alias("last_offset_cycles"),
+    )
+    out = out.sort(by) if by in ("phase", "tile") else out.sort(["work_cycles", by], descending=[True, False])
+    return out.cast({by: GROUP_KEYS[by], **QUERY_COLUMNS})
+
+
+def barriers(profile: Profile | Crop) -> Barriers:
+    """Barrier behaviour per phase, on the shared clock (clipping would distort the first phase).
+
+    A tile's entry is its first sample start in the phase, its exit its last
+    sample end, its work end the last end of a sample that is not
+    synchronization or idle. The latest tile is the one whose work ends last;
+    every tile's wait is the phase exit minus its work end.
+    """
+    c = _crop(profile, cropped=False)
+    s = c.samples
+    waiting = pl.col("kind").is_in(list(WAITING_KINDS))
+    per_tile = s.group_by("phase", "tile").agg(
+        pl.col("start_offset_cycles").min().alias("entry_offset_cycles"),
+        pl.col("end_offset_cycles").filter(~waiting).max().alias("work_end_offset_cycles"),
+        pl.col("end_offset_cycles").max().alias("exit_offset_cycles"),
+    ).with_columns(pl.col("work_end_offset_cycles").fill_null(pl.col("entry_offset_cycles")))
+    waits = per_tile.with_columns(
+        (pl.col("exit_offset_cycles").max().over("phase") - pl.col("work_end_offset_cycles")).alias("wait_cycles"),
+    ).sort("phase", "tile").cast(WAIT_SCHEMA).select(list(WAIT_SCHEMA))
+    work = pl.col("work_end_offset_cycles")
+    phases = waits.group_by("phase").agg(
+        pl.len().alias("tiles"),
+        pl.col("entry_offset_cycles").min(),
+        pl.col("exit_offset_cycles").max(),
+        (pl.col("entry_offset_cycles").max() - pl.col("entry_offset_cycles").min()).alias("entry_spread_cycles"),
+        (pl.col("exit_offset_cycles").max() - pl.col("exit_offset_cycles").min()).alias("exit_spread_cycles"),
+        (work.max() - work.min()).alias("work_spread_cycles"),
+        pl.col("tile").sort_by(work, descending=True).first().alias("latest_tile"),
+        pl.col("wait_cycles").max().alias("max_wait_cycles"),
+        pl.col("wait_cycles").mean().alias("mean_wait_cycles"),
+    ).sort("phase").cast(BARRIER_SCHEMA).select(list(BARRIER_SCHEMA))
+    return Barriers(phases=phases, waits=waits)
+
+
+def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | None = None,
+            metric: str | None = None, cropped: bool = True) -> pl.DataFrame:
+    """Two or more profiles aligned by ``by`` (phase, operation or kernel).
+
+    ``metric`` is a :func:`query` column (default: phase_cycles for phases, work_cycles otherwise).
+    Columns: the key, ``<name>_cycles`` per profile, and for every profile after
+    the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
+    Groups missing from a profile have null cycles there.
+    """
+    if len(profiles) < 2:
+        msg = f"compare needs at least two profiles, got {len(profiles)}"
+        raise OptionError(msg, field="profiles", value=len(profiles))
+    if by not in COMPARE_KEYS:
+        msg = f"by={by!r} cannot align profiles; use one of {list(COMPARE_KEYS)}"
+        raise OptionError(msg, field="by", value=by)
+    names = list(names) if names is not None else [f"p{i}" for i in range(len(profiles))]
+    if len(names) != len(profiles) or len(set(names)) != len(names):
+        msg = f"names={names!r} must be {len(profiles)} distinct names, one per profile"
+        raise OptionError(msg, field="names", value=names)
+    metric = metric or ("phase_cycles" if by == "phase" else "work_cycles")
+    if metric not in QUERY_COLUMNS:
+        msg = f"metric={metric!r} is not a query column; use one of {list(QUERY_COLUMNS)}"
+        raise OptionError(msg, field="metric", value=metric)
+    out: pl.DataFrame | None = None
+    for name, p in zip(names, profiles, strict=True):
+        q = query(p, by=by, cropped=cropped).select(by, pl.col(metric).alias(f"{name}_cycles"))
+        out = q if out is None else out.join(q, on=by, how="full", coalesce=True)
+    assert out is not None
+    base = pl.col(f"{names[0]}_cycles")
+    out = out.with_columns(
+        *((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n in names[1:]),
+        *((pl.col(f"{n}_cycles") / base).alias(f"{n}_ratio") for n in names[1:]),
+    )
+    return out.sort(by, nulls_last=True) if by == "phase" else out.sort(base, by, descending=[True, False],
+                                                                          nulls_last=True)
+
+
+def idle(profile: Profile | Crop, cropped: bool = True) -> pl.LazyFrame:
+    """Idle intervals per tile, derived (never stored): gaps between a tile's samples and after its last one.
+
+    A gap is labelled with the phase of the sample that ends it (the phase the
+    tile waits to enter); the tail gap up to the profile's last end has a null
+    phase. Columns: ``IDLE_SCHEMA``.
+    """
+    c = _crop(profile, cropped)
+    end_all = c.cropped_cycles
+    lf = c.samples.lazy().select("tile", "phase", "start_offset_cycles", "end_offset_cycles")
+    gaps = lf.sort("tile", "start_offset_cycles").with_columns(
+        pl.col("end_offset_cycles").cum_max().shift(1, fill_value=0).over("tile").alias("_prev"),
+    ).select(
+        "tile", "phase", pl.col("_prev").alias("start_offset_cycles"),
+        pl.col("start_offset_cycles").alias("end_offset_cycles"),
+    )
+    tails = lf.group_by("tile").agg(pl.col("end_offset_cycles").max().alias("start_offset_cycles")).select(
+        "tile", pl.lit(None, tables.BIG).alias("phase"), "start_offset_cycles",
+        pl.lit(end_all, tables.BIG).alias("end_offset_cycles"),
+    )
+    return (pl.concat([gaps, tails])
+            .with_columns((pl.col("end_offset_cycles") - pl.col("start_offset_cycles")).alias("duration_cycles"))
+            .filter(pl.col("duration_cycles") > 0)
+            .sort("tile", "start_offset_cycles")
+            .cast(IDLE_SCHEMA).select(list(IDLE_SCHEMA)))
+
+
+def _crop(profile: Profile | Crop, cropped: bool) -> Crop:
+    if isinstance(profile, Crop):
+        return profile
+    return crop(profile, shared_clock=not cropped)
