@@ -167,29 +167,50 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
 
 def _rounds(phase: np.ndarray, tile: np.ndarray, grp: np.ndarray, staged: np.ndarray,
             n_groups: int, window: int) -> np.ndarray:
-    """Pass per group; rows sorted by (phase, tile, group). One vectorized round per pass."""
+    """Pass per group; rows sorted by (phase, tile, group).
+
+    One round per pass, each a few vectorized sweeps: a sweep admits every remaining
+    group whose running staged total (this round's admitted bytes plus all remaining
+    groups before it) fits the window at each of its destinations. The first sweep
+    admits at least the first remaining group of each phase; later sweeps fill gaps
+    left by groups rejected at other tiles (a first-fit in group order, vectorized).
+    """
+    new = np.r_[True, (np.diff(phase) != 0) | (np.diff(tile) != 0)][:len(grp)]
+    seg = np.cumsum(new) - 1
     pass_of = np.full(n_groups, -1, dtype=np.int64)
     live = np.ones(len(grp), dtype=bool)
     r = 0
     while live.any():
-        idx = np.flatnonzero(live)
-        s = staged[idx]
-        ph, ti = phase[idx], tile[idx]
-        new = np.r_[True, (np.diff(ph) != 0) | (np.diff(ti) != 0)]
-        csum = np.cumsum(s)
-        start = np.flatnonzero(new)
-        running = csum - (csum[start] - s[start])[np.cumsum(new) - 1]
-        bad = np.zeros(n_groups, dtype=bool)
-        bad[grp[idx][(s > 0) & (running > window)]] = True
+        load = np.zeros(int(seg[-1]) + 1, dtype=np.int64)
         admit = np.zeros(n_groups, dtype=bool)
-        admit[grp[idx]] = True
-        admit &= ~bad
+        cand = live.copy()
+        for _ in range(SWEEPS):
+            idx = np.flatnonzero(cand)
+            if not len(idx):
+                break
+            s, sg = staged[idx], seg[idx]
+            first = np.r_[True, sg[1:] != sg[:-1]]
+            csum = np.cumsum(s)
+            start = np.flatnonzero(first)
+            running = load[sg] + csum - (csum[start] - s[start])[np.cumsum(first) - 1]
+            bad = np.zeros(n_groups, dtype=bool)
+            bad[grp[idx][(s > 0) & (running > window)]] = True
+            took = np.zeros(n_groups, dtype=bool)
+            took[grp[idx]] = True
+            took &= ~bad
+            if not took.any():
+                break
+            admit |= took
+            rows_took = took[grp] & cand
+            load += np.bincount(seg[rows_took], weights=staged[rows_took], minlength=len(load)).astype(np.int64)
+            cand &= ~rows_took
         pass_of[admit] = r
         live &= ~admit[grp]
         r += 1
-    # groups without receive rows cannot exist (checked), but keep them well defined
-    pass_of[pass_of < 0] = 0
     return pass_of
+
+
+SWEEPS = 6
 
 
 def ranks(counts: np.ndarray) -> np.ndarray:
