@@ -65,6 +65,9 @@ class Wire:
         self.seg_end = ends
         self.seg_start = ends - sizes
         self._gathered: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        # traversal budget against amplification (many pointers to one big list): a real
+        # profile references each word about once
+        self.budget = 2 * total + 1024
 
     # -- errors ---------------------------------------------------------------
     def fail(self, msg: str, *, offset: int | None = None, tile: int | None = None, field: str | None = None) -> None:
@@ -169,6 +172,10 @@ class Wire:
         pw = (tag >> np.uint64(48)).astype(np.int64)
         self.check((count < 0) | (count * (dw + pw) > nwords), "composite list elements overrun the list", where,
                    field)
+        self.budget -= int(np.maximum(count, count * (dw + pw)).sum())
+        if self.budget < 0:
+            self.fail(f"{field}: the lists reference far more data than the message holds (a corrupt or "
+                      "malicious message with shared lists)", field=field)
         return start + 1, count, dw, pw
 
     # -- data fields ----------------------------------------------------------
