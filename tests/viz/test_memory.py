@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import OptionError
-from toolkit.tables import OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, frame
+from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, frame
 from toolkit.target import ipu21
 from toolkit.viz import memory as vm
 
@@ -140,6 +140,26 @@ def test_heatmap_errors(synthetic) -> None:
         vm.occupancy_heatmap(occ.drop("live_bytes"), TARGET)
     with pytest.raises(OptionError, match=r"occupancy must be a polars DataFrame, got dict"):
         vm.occupancy_heatmap({"tile": [0]}, TARGET)  # type: ignore[arg-type]
+
+
+def test_heatmap_marks_failed_tiles(synthetic) -> None:
+    _, _, occ = synthetic
+    failures = frame(
+        {"tile": [4, 4, 7], "event": [6, 2, 1], "live_bytes": [700_000, 650_000, 640_000],
+         "capacity_bytes": TARGET.memory_bytes, "largest_objects": [[1], [2], [3]], "proven": [True, True, False],
+         "reason": ["late", "capacity: lower bound 650000 B > 638976 B", "not proven"]},
+        FAILURES_SCHEMA,
+    )
+    spec = vm.occupancy_heatmap(occ, TARGET, failures=failures).to_dict()
+    assert spec["encoding"]["stroke"]["condition"]["test"] == "datum.failures > 0"
+    assert {"failures", "failure_event", "reason"} <= {t["field"] for t in spec["encoding"]["tooltip"]}
+    rows = {r["tile"]: r for r in dataset(spec, spec)}
+    assert len(rows) == 1472
+    assert (rows[4]["failures"], rows[4]["failure_event"], rows[4]["reason"]) == (
+        2, 2, "capacity: lower bound 650000 B > 638976 B")
+    assert rows[7]["reason"] == "not proven" and rows[0]["failures"] == 0 and rows[0]["reason"] is None
+    with pytest.raises(OptionError, match=r"failures has 1 rows with tile outside 0\.\.1471 \(first: 5000\)"):
+        vm.occupancy_heatmap(occ, TARGET, failures=failures.with_columns(pl.lit(5000).alias("tile")).head(1))
 
 
 def test_heatmap_accepts_lazy_and_wider_dtypes(synthetic) -> None:

@@ -29,7 +29,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.errors import OptionError
-from toolkit.tables import OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, Schema
+from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, Schema
 from toolkit.target import Target, ipu21
 
 DEFAULT_MAX_ROWS = 5000
@@ -76,15 +76,32 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
 
 def occupancy_heatmap(
     occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes",
-    max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
+    failures: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
 ) -> alt.Chart:
     """Every tile on the chip grid (``target.grid_columns`` per row), coloured by peak ``value`` /
     capacity. ``value`` is an occupancy byte column (``live_bytes``, ``standard_bytes``,
     ``interleaved_bytes``, ``region0_bytes``, ``region1_bytes``; a ``peak_`` prefix is accepted).
-    Clicking a cell selects the tile (selection parameter ``picked_tile``).
+    Tiles with rows in ``failures`` (FAILURES_SCHEMA) get a red outline and their first
+    failure's reason in the tooltip. Clicking a cell selects the tile (selection ``picked_tile``).
     """
     column = _value(value)
     peaks = tile_peaks(occupancy, target, value=column)
+    tooltip = [
+        alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
+        alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
+        alt.Tooltip("peak_event:Q", title="event of peak"),
+    ]
+    stroke: Any = alt.value("white")
+    stroke_width: Any = alt.value(0.6)
+    if failures is not None:
+        fail = _columns(failures, FAILURES_SCHEMA, ("tile", "event", "reason"), "failures")
+        _check_tiles(fail["tile"], target, "failures")
+        per_tile = fail.sort("event").group_by("tile").agg(
+            pl.col("event").first().alias("failure_event"), pl.col("reason").first(), pl.len().alias("failures"))
+        peaks = peaks.join(per_tile, on="tile", how="left").with_columns(pl.col("failures").fill_null(0))
+        tooltip += [alt.Tooltip("failures:Q"), alt.Tooltip("failure_event:Q"), alt.Tooltip("reason:N")]
+        stroke = alt.condition("datum.failures > 0", alt.value("red"), alt.value("white"))
+        stroke_width = alt.condition("datum.failures > 0", alt.value(2.5), alt.value(0.6))
     _guard(peaks.height, max_rows, f"occupancy_heatmap has one row per tile ({target.tiles} tiles)")
     top = max(1.0, float(peaks.select(pl.col("fraction").max()).item() or 0.0))
     pick = alt.selection_point(name="picked_tile", fields=["tile"], on="click")
@@ -92,18 +109,16 @@ def occupancy_heatmap(
     capacity = _capacity(target, column)
     return (
         alt.Chart(peaks)
-        .mark_rect(stroke="white", strokeWidth=0.3)
+        .mark_rect()
         .encode(
             x=alt.X("column:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
             y=alt.Y("row:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
             color=alt.Color("fraction:Q", title="peak / capacity",
                             scale=alt.Scale(scheme="viridis", domain=[0.0, top])),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
-            tooltip=[
-                alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
-                alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
-                alt.Tooltip("peak_event:Q", title="event of peak"),
-            ],
+            stroke=stroke,
+            strokeWidth=stroke_width,
+            tooltip=tooltip,
         )
         .add_params(pick)
         .properties(
