@@ -31,6 +31,7 @@ from toolkit.errors import ModelError
 
 GROUP_COLUMNS = ("group", "source", "destination")
 IMPROVE_PASSES = 12
+MAX_BLOCKERS = 3
 
 
 def assign_steps(groups: pl.DataFrame, *, loopback: bool = False) -> pl.DataFrame:
@@ -160,7 +161,8 @@ def conflict_csr(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.
     offs = np.arange(len(left)) - np.repeat(np.cumsum(size_per) - size_per, size_per)
     right = member[np.repeat(start_per, size_per) + offs]
     keep = left != right
-    key = np.unique(left[keep] * n + right[keep])
+    key = np.sort(left[keep] * n + right[keep])
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
     left = key // n
     right = key % n
     indptr = np.zeros(n + 1, dtype=np.int64)
@@ -174,24 +176,34 @@ def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.n
     bound = lane_bound(gid, src, dst)
     adj = [nbr[indptr[g]:indptr[g + 1]].tolist() for g in range(n)]
     colour = _dsatur(adj, np.diff(indptr).tolist())
-    best = max(colour) + 1
-    if best > bound:
-        colour = _improve(adj, colour, bound)
+    if max(colour) + 1 > bound:
+        colour = _squeeze(adj, colour, bound)
+    if max(colour) + 1 > bound:
+        colour = _squeeze(adj, _improve(adj, colour, bound), bound)
     return np.asarray(colour, dtype=np.int32)
 
 
 def _dsatur(adj: list[list[int]], degree: list[int]) -> list[int]:
-    """DSATUR: colour the most saturated group next (ties: higher degree, lower id); smallest free colour."""
+    """DSATUR: colour the most saturated group next (ties: higher degree, lower id); smallest free colour.
+
+    Heap keys are single ints ordering (-saturation, -degree, id), so pops compare
+    machine-sized ints; an entry is stale when its saturation is out of date.
+    """
     n = len(adj)
     colour = [-1] * n
     seen: list[set[int]] = [set() for _ in range(n)]
-    heap = [(0, -degree[g], g) for g in range(n)]
+    top = max(degree, default=0) + 1
+    span = top * n               # one saturation level
+    base = (n + 1) * span        # saturation 0
+    dkey = [(top - 1 - d) * n + g for g, d in enumerate(degree)]
+    heap = [base + k for k in dkey]
     heapq.heapify(heap)
     push = heapq.heappush
     pop = heapq.heappop
     while heap:
-        neg_sat, _, g = pop(heap)
-        if colour[g] >= 0 or -neg_sat != len(seen[g]):
+        key = pop(heap)
+        g = key % n
+        if colour[g] >= 0 or base - (key - dkey[g]) // span * span != len(seen[g]) * span:
             continue  # stale entry: a fresher one is in the heap
         used = seen[g]
         c = 0
@@ -203,7 +215,7 @@ def _dsatur(adj: list[list[int]], degree: list[int]) -> list[int]:
                 s = seen[h]
                 if c not in s:
                     s.add(c)
-                    push(heap, (-len(s), -degree[h], h))
+                    push(heap, base - len(s) * span + dkey[h])
     return colour
 
 
@@ -243,6 +255,49 @@ def _improve(adj: list[list[int]], colour: list[int], bound: int) -> list[int]:
         if best_k <= bound:
             break
     return best
+
+
+def _squeeze(adj: list[list[int]], colour: list[int], bound: int) -> list[int]:
+    """Empty the top step while possible: move each of its groups down, first moving aside its few blockers.
+
+    Every move keeps the colouring proper, so stopping half way is safe.
+    """
+    colour = list(colour)
+    top = max(colour)
+    while top + 1 > bound:
+        for g in [g for g in range(len(adj)) if colour[g] == top]:
+            if not _move_down(adj, colour, g, top):
+                return colour
+        top -= 1
+    return colour
+
+
+def _move_down(adj: list[list[int]], colour: list[int], g: int, top: int) -> bool:
+    by_colour: dict[int, list[int]] = {}
+    for h in adj[g]:
+        by_colour.setdefault(colour[h], []).append(h)
+    for c in range(top):
+        if c not in by_colour:
+            colour[g] = c
+            return True
+    for c in range(top):
+        blockers = by_colour[c]
+        if len(blockers) > MAX_BLOCKERS:
+            continue
+        # blockers share colour c, so they are pairwise independent: each moves on its own
+        moves = []
+        for h in blockers:
+            used = {colour[x] for x in adj[h]}
+            d = next((d for d in range(top) if d != c and d not in used), -1)
+            if d < 0:
+                break
+            moves.append((h, d))
+        else:
+            for h, d in moves:
+                colour[h] = d
+            colour[g] = c
+            return True
+    return False
 
 
 # -- input ---------------------------------------------------------------------
