@@ -1,0 +1,50 @@
+"""Profile charts, tested as data through ``to_dict()``."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolkit.errors import OptionError
+from toolkit.profile import compare, crop, query, synthetic_profile
+from toolkit.viz.profile import compare_chart, phase_bars, timeline
+
+
+def _values(spec: dict) -> list[dict]:
+    return next(iter(spec["datasets"].values()))
+
+
+def test_timeline_is_a_per_tile_gantt() -> None:
+    p = synthetic_profile(6, 10, seed=1)
+    spec = timeline(crop(p), tiles=3).to_dict()
+    assert spec["mark"]["type"] == "bar"
+    enc = spec["encoding"]
+    assert (enc["x"]["field"], enc["x2"]["field"], enc["y"]["field"]) == (
+        "start_offset_cycles", "end_offset_cycles", "tile")
+    assert enc["color"]["field"] == "kind"
+    rows = _values(spec)
+    assert len(rows) == 30 and {r["tile"] for r in rows} == {0, 1, 2}
+    spec = timeline(p, tiles=[4], color="kernel").to_dict()
+    assert {r["tile"] for r in _values(spec)} == {4} and spec["encoding"]["color"]["field"] == "kernel"
+
+
+def test_timeline_guards_size_and_columns() -> None:
+    p = synthetic_profile(6, 10, seed=1)
+    with pytest.raises(OptionError, match=r"timeline would draw 60 samples \(max_rows=50\); pass tiles="):
+        timeline(crop(p), max_rows=50)
+    with pytest.raises(OptionError, match=r"timeline needs columns \['start_offset_cycles', 'end_offset_cycles'\]"):
+        timeline(p.samples)
+    with pytest.raises(OptionError, match=r"color='mood' is not a sample column"):
+        timeline(crop(p), color="mood")
+
+
+def test_phase_bars_and_compare_chart() -> None:
+    a, b = synthetic_profile(4, 13, seed=1), synthetic_profile(4, 13, seed=2)
+    spec = phase_bars(query(a, by="phase")).to_dict()
+    assert spec["encoding"]["x"]["field"] == "phase_cycles" and spec["encoding"]["y"]["field"] == "phase"
+    assert len(_values(spec)) == 5
+    spec = compare_chart(compare(a, b, by="phase", names=["base", "new"])).to_dict()
+    rows = _values(spec)
+    assert {r["profile"] for r in rows} == {"base", "new"} and len(rows) == 10
+    assert spec["encoding"]["xOffset"]["field"] == "profile"
+    with pytest.raises(OptionError, match=r"metric='speed' is not a column of the query frame"):
+        phase_bars(query(a, by="kernel"), metric="speed")

@@ -1,0 +1,103 @@
+"""Cycle-profile charts: a per-tile timeline, cycles per group, and a profile comparison.
+
+Each function takes the frames :mod:`toolkit.profile` returns (a :class:`Crop`
+or its samples, a :func:`query` frame, a :func:`compare` frame) and returns an
+``alt.Chart`` built on the polars frame. Charts are data: the tests read
+``chart.to_dict()``. A chart that would embed more than ``max_rows`` rows
+raises :class:`OptionError`; choose tiles or aggregate first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import altair as alt
+import polars as pl
+
+from toolkit.errors import OptionError
+from toolkit.profile.crop import Crop, crop
+from toolkit.profile.model import Profile
+
+DEFAULT_MAX_ROWS = 5000
+COLOR_BY = ("kind", "kernel", "operation", "phase")
+NEEDED = ("tile", "start_offset_cycles", "end_offset_cycles")
+
+
+def timeline(crop_or_samples: Crop | Profile | pl.DataFrame, tiles: int | Iterable[int] | None = None,
+             max_rows: int = DEFAULT_MAX_ROWS, color: str = "kind") -> alt.Chart:
+    """Per-tile Gantt chart of samples (x: cycles from the origin, y: tile, colour: ``color``).
+
+    ``tiles``: an int keeps the first n tiles, an iterable keeps those tiles,
+    None keeps all (subject to ``max_rows``). A :class:`Profile` is cropped first.
+    """
+    if color not in COLOR_BY:
+        msg = f"color={color!r} is not a sample column to colour by; use one of {list(COLOR_BY)}"
+        raise OptionError(msg, field="color", value=color)
+    if isinstance(crop_or_samples, Profile):
+        crop_or_samples = crop(crop_or_samples)
+    df = crop_or_samples.samples if isinstance(crop_or_samples, Crop) else crop_or_samples
+    missing = [c for c in (*NEEDED, color) if c not in df.columns]
+    if missing:
+        msg = f"timeline needs columns {missing} (pass a Crop or crop(profile).samples)"
+        raise OptionError(msg, field="crop_or_samples", value=missing)
+    if isinstance(tiles, int):
+        keep = df["tile"].unique(maintain_order=True).head(tiles)
+        df = df.filter(pl.col("tile").is_in(keep.implode()))
+    elif tiles is not None:
+        df = df.filter(pl.col("tile").is_in(list(tiles)))
+    if df.height > max_rows:
+        msg = (f"timeline would draw {df.height} samples (max_rows={max_rows}); pass tiles=... to choose tiles "
+               "or raise max_rows")
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    cols = [c for c in (*NEEDED, "sample", "phase", "kind", "kernel", "operation", "duration_cycles")
+            if c in df.columns]
+    data = df.select(cols)
+    tooltip = [alt.Tooltip(c) for c in cols if c not in ("start_offset_cycles", "end_offset_cycles")]
+    return alt.Chart(data, title="Samples per tile").mark_bar().encode(
+        x=alt.X("start_offset_cycles:Q", title="cycles from origin"),
+        x2="end_offset_cycles:Q",
+        y=alt.Y("tile:O", title="tile", sort="ascending"),
+        color=alt.Color(f"{color}:N", title=color),
+        tooltip=tooltip,
+    )
+
+
+def phase_bars(query_frame: pl.DataFrame, metric: str = "phase_cycles", max_rows: int = DEFAULT_MAX_ROWS
+               ) -> alt.Chart:
+    """Horizontal bars of ``metric`` per group of a :func:`toolkit.profile.query` frame (key = first column)."""
+    if metric not in query_frame.columns:
+        msg = f"metric={metric!r} is not a column of the query frame ({query_frame.columns[1:]})"
+        raise OptionError(msg, field="metric", value=metric)
+    if query_frame.height > max_rows:
+        msg = f"phase_bars would draw {query_frame.height} bars (max_rows={max_rows}); filter the query first"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    key = query_frame.columns[0]
+    data = query_frame.with_columns(pl.col(key).cast(pl.String).alias(key))
+    sort = "ascending" if key in ("phase", "tile") else "-x"
+    return alt.Chart(data, title=f"{metric} by {key}").mark_bar().encode(
+        x=alt.X(f"{metric}:Q", title=metric.replace("_", " ")),
+        y=alt.Y(f"{key}:N", sort=sort, title=key),
+        tooltip=[alt.Tooltip(c) for c in query_frame.columns],
+    )
+
+
+def compare_chart(compare_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS) -> alt.Chart:
+    """Grouped bars: per key, one bar per profile (the ``<name>_cycles`` columns of :func:`compare`)."""
+    key = compare_frame.columns[0]
+    value_cols = [c for c in compare_frame.columns[1:] if c.endswith("_cycles") and not c.endswith("_delta_cycles")]
+    if not value_cols:
+        msg = f"compare_frame has no '<name>_cycles' columns ({compare_frame.columns}); pass compare(...)'s result"
+        raise OptionError(msg, field="compare_frame", value=compare_frame.columns)
+    long = compare_frame.select(pl.col(key).cast(pl.String), *value_cols).unpivot(
+        index=key, variable_name="profile", value_name="cycles",
+    ).with_columns(pl.col("profile").str.strip_suffix("_cycles"))
+    if long.height > max_rows:
+        msg = f"compare_chart would draw {long.height} bars (max_rows={max_rows}); filter the comparison first"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    return alt.Chart(long, title=f"cycles by {key}").mark_bar().encode(
+        x=alt.X(f"{key}:N", title=key, sort=None),
+        xOffset="profile:N",
+        y=alt.Y("cycles:Q", title="cycles"),
+        color=alt.Color("profile:N"),
+        tooltip=[key, "profile", "cycles"],
+    )
