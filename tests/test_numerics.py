@@ -155,6 +155,19 @@ def test_positive_scale_f152() -> None:
     assert nx.decode_f152(np.array([0x7F]), 3).tolist() == [57344.0 * 8]
 
 
+def test_fit_scale() -> None:
+    assert nx.fit_scale(np.array([240.0, -3.0])) == 0
+    assert nx.fit_scale(np.array([240.5])) == 1
+    assert nx.fit_scale(np.array([-15.0, 1.0])) == -4
+    assert nx.fit_scale(np.array([15.01])) == -3
+    assert nx.fit_scale(np.array([57344.0 * 4]), "F152") == 2
+    assert nx.fit_scale(np.array([1e-30])) == -32 and nx.fit_scale(np.array([1e30])) == 31
+    assert nx.fit_scale(np.array([])) == 0 and nx.fit_scale(np.array([0.0, np.nan])) == 0
+    x = np.random.default_rng(3).standard_normal(1000) * 7
+    s = nx.fit_scale(x)
+    assert np.abs(x).max() <= 240 * 2.0**s and np.abs(x).max() > 240 * 2.0 ** (s - 1)
+
+
 # -- shapes and dtypes -------------------------------------------------------------
 def test_shapes_and_dtypes() -> None:
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
@@ -183,6 +196,7 @@ def test_round_f16() -> None:
 
 # -- errors ---------------------------------------------------------------------
 def test_bad_format() -> None:
+    assert nx.spec("F143") is nx.spec(nx.Fp8Format.F143)
     with pytest.raises(OptionError, match=r"fmt='e4m3' is not an FP8 format; use one of \['f143', 'f152'\]"):
         nx.quantize(np.ones(3), "e4m3")
 

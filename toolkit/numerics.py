@@ -188,6 +188,23 @@ def decode_f152(codes: Any, scale: int = 0, *, dtype: Any = np.float32) -> np.nd
     return decode(codes, Fp8Format.F152, scale, dtype=dtype)
 
 
+def fit_scale(x: Any, fmt: Fp8Format | str = Fp8Format.F143) -> int:
+    """The smallest ``scale`` at which ``max |x|`` does not saturate in ``fmt`` (most precision
+    without clipping), clamped to ``-32..31``; 0 for an empty or all-zero ``x``. NaN and infinities are ignored.
+    """
+    sp = SPECS[_format(fmt)]
+    values = _real(x, widen=False)
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    if top == 0.0:
+        return 0
+    # smallest s with top <= max_value * 2**s; the check below fixes log2 rounding at exact powers
+    s = int(np.ceil(np.log2(top / sp.max_value)))
+    s -= int(top <= sp.max_value * 2.0 ** (s - 1))
+    s += int(top > sp.max_value * 2.0**s)
+    return int(np.clip(s, SCALE_MIN, SCALE_MAX))
+
+
 def round_f16(x: Any) -> np.ndarray:
     """``x`` rounded to IEEE FP16 (a ``np.float16`` cast: nearest even, overflow to +-inf).
 
@@ -203,7 +220,7 @@ def round_f16(x: Any) -> np.ndarray:
 # -- validation ---------------------------------------------------------------
 def _format(fmt: Fp8Format | str) -> Fp8Format:
     try:
-        return Fp8Format(fmt)
+        return Fp8Format(fmt.lower() if isinstance(fmt, str) else fmt)
     except ValueError:
         msg = f"fmt={fmt!r} is not an FP8 format; use one of {[f.value for f in Fp8Format]}"
         raise OptionError(msg, field="fmt", value=fmt) from None
