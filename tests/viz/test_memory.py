@@ -218,6 +218,23 @@ def test_memory_map_spans_and_lifetimes(synthetic) -> None:
             assert r["end_address"] - r["address"] == r["size_bytes"]
 
 
+def test_memory_map_peak_rule_and_unplaced(synthetic) -> None:
+    objects, placement, occ = synthetic
+    unplaced = placement.with_columns(
+        pl.when(pl.col("object_id") == 5).then(None).otherwise(pl.col("address")).alias("address"))
+    spec = vm.memory_map(objects, unplaced, TARGET, 0, occupancy=occ).to_dict()
+    assert len(spec["layer"]) == 6
+    rule = spec["layer"][5]
+    assert rule["mark"]["type"] == "rule" and rule["encoding"]["x"]["field"] == "middle"
+    occ0 = occ.filter(pl.col("tile") == 0).sort(["live_bytes", "event"], descending=[True, False])
+    assert dataset(rule, spec)[0]["event"] == occ0["event"][0]
+    assert f"peak {occ0['live_bytes'][0]:,} B at event {occ0['event'][0]}" in spec["title"]
+    assert [r["object_id"] for r in dataset(spec["layer"][0], spec)].count(5) == 0
+    assert len(dataset(spec["layer"][0], spec)) == 11
+    # a tile without occupancy rows just has no peak rule
+    assert len(vm.memory_map(objects, placement, TARGET, 100, occupancy=occ).to_dict()["layer"]) == 5
+
+
 def test_memory_map_empty_tile_and_errors(synthetic) -> None:
     objects, placement, _ = synthetic
     spec = vm.memory_map(objects, placement, TARGET, 1000).to_dict()

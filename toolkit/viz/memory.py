@@ -131,11 +131,13 @@ def occupancy_heatmap(
 # -- one tile -----------------------------------------------------------------------
 def memory_map(
     objects: pl.DataFrame, placement: pl.DataFrame, target: Target, tile: int, *,
-    color: str = "kind", max_rows: int = DEFAULT_MAX_ROWS,
+    color: str = "kind", occupancy: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS,
 ) -> alt.LayerChart:
     """One tile's memory: a rect per placed object from (first event, address) to
     (last event + 1, address + span), coloured by ``color`` (kind, class, access or region),
     with element boundaries as thin rules, region boundaries emphasised and the loader limit dashed.
+    With ``occupancy``, a vertical rule marks the tile's peak event. Objects without an address
+    (not placed) are left out.
     """
     _tile(tile, target)
     if color not in MAP_COLORS:
@@ -178,9 +180,16 @@ def memory_map(
     limit = pl.DataFrame({"offset": [target.load_limit], "label": [f"load limit {target.load_limit:#x}"]})
     limit_rule = alt.Chart(limit).mark_rule(color="firebrick", strokeDash=[6, 3]).encode(
         y=alt.Y("offset:Q", scale=y_scale), tooltip=["label:N"])
+    layers = [rects, element_rules, region_rules, labels, limit_rule]
     title = f"tile {tile}: {placed.height} placed objects, {target.memory_bytes:,} B of SRAM"
-    return alt.LayerChart(
-        layer=[rects, element_rules, region_rules, labels, limit_rule], width=640, height=480, title=title)
+    peak = None if occupancy is None else _peak(occupancy, tile)
+    if peak is not None:
+        marker = pl.DataFrame({"event": [peak[0]], "middle": [peak[0] + 0.5],  # event e spans [e, e + 1)
+                               "label": [f"peak event {peak[0]}: {peak[1]:,} B live"]})
+        layers.append(alt.Chart(marker).mark_rule(color="black", strokeDash=[4, 2]).encode(
+            x="middle:Q", tooltip=["label:N"]))
+        title += f"; peak {peak[1]:,} B at event {peak[0]}"
+    return alt.LayerChart(layer=layers, width=640, height=480, title=title)
 
 
 def peak_breakdown(
@@ -198,13 +207,11 @@ def peak_breakdown(
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         msg = f"top={top!r} must be a positive number of objects to list"
         raise OptionError(msg, field="top", value=top)
-    occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", "live_bytes"), "occupancy")
-    occ = occ.filter(pl.col("tile") == tile)
-    if occ.height == 0:
+    peak = _peak(occupancy, tile)
+    if peak is None:
         msg = f"tile={tile} has no occupancy rows; pick a tile that holds objects (see tile_peaks)"
         raise OptionError(msg, field="tile", value=tile, tile=tile)
-    peak = occ.sort(["live_bytes", "event"], descending=[True, False]).row(0, named=True)
-    event, live_bytes = peak["event"], peak["live_bytes"]
+    event, live_bytes = peak
     live = _live(objects, placement, tile, event)
     keys = list(dict.fromkeys([by, "class"]))
     groups = live.group_by(keys).agg(pl.col("span_bytes").sum().alias("bytes"), pl.len().alias("objects"))
@@ -330,6 +337,7 @@ def _placed(objects: pl.DataFrame, placement: pl.DataFrame, tile: int) -> pl.Dat
     return (
         objs.select(_OBJECT_COLUMNS)
         .join(where.select("object_id", "address", "stride_bytes", "region"), on="object_id", how="inner")
+        .filter(pl.col("address").is_not_null())
         .with_columns(_span(), (pl.col("last") + 1).alias("end_event"))
         .with_columns((pl.col("address") + pl.col("span_bytes")).alias("end_address"))
         .sort("address", "first")
@@ -346,6 +354,16 @@ def _live(objects: pl.DataFrame, placement: pl.DataFrame, tile: int, event: int)
         .join(where.select("object_id", "address", "stride_bytes"), on="object_id", how="left")
         .with_columns(_span())
     )
+
+
+def _peak(occupancy: pl.DataFrame, tile: int) -> tuple[int, int] | None:
+    """(earliest event of maximal live_bytes, live_bytes) of ``tile``; None without rows."""
+    occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", "live_bytes"), "occupancy")
+    occ = occ.filter(pl.col("tile") == tile)
+    if occ.height == 0:
+        return None
+    row = occ.sort(["live_bytes", "event"], descending=[True, False]).row(0, named=True)
+    return int(row["event"]), int(row["live_bytes"])
 
 
 def _guard(rows: int, max_rows: int, what: str) -> None:
