@@ -159,9 +159,12 @@ def _check_rows(rows: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame,
            send.join(per, on="transfer_id").filter(pl.col("tile") != pl.col("source")))
     recv = g.filter(pl.col("role") == "receive").join(per.select("transfer_id", "source"), on="transfer_id")
     _raise("receive row does not name the source tile", recv.filter(pl.col("_w2") != pl.col("source")))
-    match = recv.join(passes.select("group", "tile", "staging_offset", pl.lit(True).alias("_in_passes")),
+    match = recv.join(passes.select("group", "tile", "staging_offset", pl.col("pass").alias("_pass"),
+                                    pl.lit(True).alias("_in_passes")),
                       on=["group", "tile"], how="full", coalesce=True)
     _raise("receive rows and receiving tiles of a group differ",
            match.filter(pl.col("role").is_null() | pl.col("_in_passes").is_null()))
+    _raise("receive row is in a different staging pass than its passes row",
+           match.filter(pl.col("pass") != pl.col("_pass")))
     _raise("receive row staging offset differs from its pass",
            match.filter(pl.col("_w4") != pl.col("staging_offset").fill_null(NONE_WORD)))
