@@ -1,0 +1,368 @@
+"""Compiled hot loops of the arena solver (numba, ``cache=True``).
+
+Every kernel works on plain int64 arrays prepared by :mod:`toolkit.placement.arena`:
+lifetimes compressed to *sections* (the elementary intervals between distinct
+endpoints), buffer ``i`` covering sections ``sl[i] <= s < su[i]``.
+
+Three kernels:
+
+* :func:`first_fit` -- place buffers in a given order at the lowest offset that
+  does not collide with any already placed, time-overlapping buffer (holes are
+  reused). The greedy-by-size baseline is this with a largest-first order.
+* :func:`skyline` -- "lowest next": repeatedly place the unplaced buffer whose
+  lowest possible offset (the highest top below it, a range maximum over its
+  sections) is smallest, ties broken by a rank. A lazy heap plus a segment tree,
+  O(n log n) apart from re-pushes. This is the first descent of the search.
+* :func:`search` -- resumable depth-first branch and bound over canonical
+  solutions (buffers placed in non-decreasing ``(offset, first section)``
+  order, each at the top of the highest placed buffer it overlaps). Prunes
+  when some remaining buffer, or the stack of remaining buffers live in some
+  section, cannot fit below the capacity. Identical buffers are placed in index
+  order only. Called repeatedly with a node budget so Python can enforce the
+  time limit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# search status codes
+RUNNING = 0
+FOUND = 1
+EXHAUSTED = 2
+
+
+@njit(cache=True)
+def first_fit(order, lower, upper, size, capacity):  # pragma: no cover - compiled
+    """Lowest fitting offset for each buffer in ``order``; -1 where nothing fits below ``capacity``."""
+    n = order.shape[0]
+    offset = np.full(size.shape[0], -1, np.int64)
+    placed = np.empty(n, np.int64)
+    count = 0
+    buf_off = np.empty(n, np.int64)
+    buf_top = np.empty(n, np.int64)
+    for k in range(n):
+        i = order[k]
+        lo = lower[i]
+        up = upper[i]
+        m = 0
+        for q in range(count):
+            j = placed[q]
+            if lower[j] < up and upper[j] > lo:
+                buf_off[m] = offset[j]
+                buf_top[m] = offset[j] + size[j]
+                m += 1
+        idx = np.argsort(buf_off[:m])
+        cur = 0
+        sz = size[i]
+        for t in range(m):
+            p = idx[t]
+            if buf_off[p] - cur >= sz:
+                break
+            if buf_top[p] > cur:
+                cur = buf_top[p]
+        if capacity > 0 and cur + sz > capacity:
+            continue
+        offset[i] = cur
+        placed[count] = i
+        count += 1
+    return offset
+
+
+@njit(cache=True)
+def _seg_query(mx, tag, width, ql, qh):  # pragma: no cover - compiled
+    """Range maximum over [ql, qh) of a bottom-up tree with never-pushed "raise to" tags."""
+    best = 0
+    p = (ql + width) >> 1
+    while p > 0:
+        if tag[p] > best:
+            best = tag[p]
+        p >>= 1
+    p = (qh - 1 + width) >> 1
+    while p > 0:
+        if tag[p] > best:
+            best = tag[p]
+        p >>= 1
+    lo = ql + width
+    hi = qh + width
+    while lo < hi:
+        if lo & 1:
+            if mx[lo] > best:
+                best = mx[lo]
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if mx[hi] > best:
+                best = mx[hi]
+        lo >>= 1
+        hi >>= 1
+    return best
+
+
+@njit(cache=True)
+def _seg_raise(mx, tag, width, ql, qh, value):  # pragma: no cover - compiled
+    """Raise every value in [ql, qh) to at least ``value``."""
+    lo = ql + width
+    hi = qh + width
+    while lo < hi:
+        if lo & 1:
+            if value > tag[lo]:
+                tag[lo] = value
+            if value > mx[lo]:
+                mx[lo] = value
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            if value > tag[hi]:
+                tag[hi] = value
+            if value > mx[hi]:
+                mx[hi] = value
+        lo >>= 1
+        hi >>= 1
+    for leaf in (ql + width, qh - 1 + width):
+        p = leaf >> 1
+        while p > 0:
+            v = max(mx[2 * p], mx[2 * p + 1], tag[p])
+            mx[p] = v
+            p >>= 1
+
+
+@njit(cache=True)
+def _heap_push(hk, hr, hi, count, key, rank, item):  # pragma: no cover - compiled
+    c = count
+    hk[c] = key
+    hr[c] = rank
+    hi[c] = item
+    while c > 0:
+        p = (c - 1) // 2
+        if hk[p] < hk[c] or (hk[p] == hk[c] and hr[p] <= hr[c]):
+            break
+        hk[p], hk[c] = hk[c], hk[p]
+        hr[p], hr[c] = hr[c], hr[p]
+        hi[p], hi[c] = hi[c], hi[p]
+        c = p
+    return count + 1
+
+
+@njit(cache=True)
+def _heap_pop(hk, hr, hi, count):  # pragma: no cover - compiled
+    count -= 1
+    hk[0] = hk[count]
+    hr[0] = hr[count]
+    hi[0] = hi[count]
+    c = 0
+    while True:
+        a = 2 * c + 1
+        if a >= count:
+            break
+        b = a + 1
+        m = a
+        if b < count and (hk[b] < hk[a] or (hk[b] == hk[a] and hr[b] < hr[a])):
+            m = b
+        if hk[c] < hk[m] or (hk[c] == hk[m] and hr[c] <= hr[m]):
+            break
+        hk[c], hk[m] = hk[m], hk[c]
+        hr[c], hr[m] = hr[m], hr[c]
+        hi[c], hi[m] = hi[m], hi[c]
+        c = m
+    return count
+
+
+@njit(cache=True)
+def skyline(sl, su, size, rank, sections):  # pragma: no cover - compiled
+    """Lowest-next placement without capacity; returns offsets (peak = max offset + size)."""
+    n = size.shape[0]
+    width = 1
+    while width < max(sections, 1):
+        width *= 2
+    tree = np.zeros(2 * width, np.int64)
+    tags = np.zeros(2 * width, np.int64)
+    cap = 4 * n + 4
+    hk = np.empty(cap, np.int64)
+    hr = np.empty(cap, np.int64)
+    hi = np.empty(cap, np.int64)
+    count = 0
+    for i in range(n):
+        count = _heap_push(hk, hr, hi, count, 0, rank[i], i)
+    offset = np.full(n, -1, np.int64)
+    done = 0
+    while done < n:
+        key = hk[0]
+        i = hi[0]
+        count = _heap_pop(hk, hr, hi, count)
+        m = _seg_query(tree, tags, width, sl[i], su[i])
+        if m > key:
+            if count >= cap:  # grow the heap
+                cap *= 2
+                hk2 = np.empty(cap, np.int64)
+                hr2 = np.empty(cap, np.int64)
+                hi2 = np.empty(cap, np.int64)
+                hk2[:count] = hk[:count]
+                hr2[:count] = hr[:count]
+                hi2[:count] = hi[:count]
+                hk, hr, hi = hk2, hr2, hi2
+            count = _heap_push(hk, hr, hi, count, m, rank[i], i)
+            continue
+        offset[i] = m
+        _seg_raise(tree, tags, width, sl[i], su[i], m + size[i])
+        done += 1
+    return offset
+
+
+@njit(cache=True)
+def search(st, sl, su, size, rank, prev_same, adj_ptr, adj, capacity, budget,  # noqa: C901
+           m, placed, offset, seq, h, rem, undo_j, undo_v, undo_ptr, hundo, hundo_ptr):  # pragma: no cover
+    """Run at most ``budget`` nodes of the depth-first search; returns the status.
+
+    ``st`` holds [depth, nodes, status, uptr, hptr]; every other array is
+    search state owned by the caller so the search resumes where it stopped.
+    At depth d, ``seq[d]`` is the buffer being tried (-1 = pick the first).
+    """
+    n = size.shape[0]
+    nsec = h.shape[0]
+    fmin = np.empty(nsec, np.int64)
+    d = st[0]
+    nodes = st[1]
+    uptr = st[3]
+    hptr = st[4]
+    spent = 0
+    while spent < budget:
+        if d == n:
+            st[0] = d
+            st[1] = nodes
+            st[2] = FOUND
+            st[3] = uptr
+            st[4] = hptr
+            return FOUND
+        # the floor set by the previous placement (canonical order)
+        if d > 0:
+            last = seq[d - 1]
+            o = offset[last]
+            orank = rank[last]
+        else:
+            o = -1
+            orank = -1
+        cur = seq[d]
+        if cur >= 0:
+            # undo the placement of cur made at this depth, then move to the next candidate
+            p = undo_ptr[d]
+            while uptr > p:
+                uptr -= 1
+                m[undo_j[uptr]] = undo_v[uptr]
+            p = hundo_ptr[d]
+            k = sl[cur]
+            while hptr > p:
+                hptr -= 1
+                h[k + (hptr - p)] = hundo[hptr]
+            for s in range(sl[cur], su[cur]):
+                rem[s] += size[cur]
+            placed[cur] = False
+            ck = m[cur]
+            cr = rank[cur]
+        else:
+            ck = -1
+            cr = -1
+        # next candidate: smallest (m, rank) strictly above (ck, cr), canonical and fitting
+        best = -1
+        bk = 0
+        br = 0
+        # dominance: a buffer placed at or above the top some remaining buffer could reach leaves a needless gap
+        min_height = capacity + 1
+        for j in range(n):
+            if not placed[j] and m[j] + size[j] < min_height:
+                min_height = m[j] + size[j]
+        for j in range(n):
+            if placed[j]:
+                continue
+            pj = prev_same[j]
+            if pj >= 0 and not placed[pj]:
+                continue
+            mj = m[j]
+            rj = rank[j]
+            if mj < o or (mj == o and rj <= orank):
+                continue
+            if mj + size[j] > capacity or mj >= min_height:
+                continue
+            if mj < ck or (mj == ck and rj <= cr):
+                continue
+            if best < 0 or mj < bk or (mj == bk and rj < br):
+                best = j
+                bk = mj
+                br = rj
+        if best < 0:
+            # exhausted this depth: backtrack
+            seq[d] = -1
+            if d == 0:
+                st[0] = 0
+                st[1] = nodes
+                st[2] = EXHAUSTED
+                st[3] = uptr
+                st[4] = hptr
+                return EXHAUSTED
+            d -= 1
+            continue
+        # place best at its lowest offset
+        i = best
+        seq[d] = i
+        nodes += 1
+        spent += 1
+        oi = m[i]
+        offset[i] = oi
+        placed[i] = True
+        top = oi + size[i]
+        undo_ptr[d] = uptr
+        hundo_ptr[d] = hptr
+        for s in range(sl[i], su[i]):
+            hundo[hptr] = h[s]
+            hptr += 1
+            h[s] = top
+            rem[s] -= size[i]
+        for q in range(adj_ptr[i], adj_ptr[i + 1]):
+            j = adj[q]
+            if not placed[j] and m[j] < top:
+                undo_j[uptr] = j
+                undo_v[uptr] = m[j]
+                uptr += 1
+                m[j] = top
+        # inference: every remaining buffer and every section's remaining stack must fit
+        ok = True
+        for s in range(nsec):
+            fmin[s] = capacity
+        for j in range(n):
+            if not placed[j]:
+                mj = m[j]
+                for s in range(sl[j], su[j]):
+                    if mj < fmin[s]:
+                        fmin[s] = mj
+        for s in range(nsec):
+            r = rem[s]
+            if r > 0:
+                f = h[s]
+                if f < oi:
+                    f = oi
+                if f < fmin[s]:
+                    f = fmin[s]
+                if f + r > capacity:
+                    ok = False
+                    break
+        if ok:
+            for j in range(n):
+                if not placed[j]:
+                    f = m[j]
+                    if f < oi:
+                        f = oi
+                    if f + size[j] > capacity:
+                        ok = False
+                        break
+        if ok:
+            d += 1
+            if d < n:
+                seq[d] = -1
+        # else: stay at depth d; next loop undoes i and tries the next candidate
+    st[0] = d
+    st[1] = nodes
+    st[2] = RUNNING
+    st[3] = uptr
+    st[4] = hptr
+    return RUNNING

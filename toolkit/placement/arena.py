@@ -1,0 +1,324 @@
+"""Single-arena placement: offsets for buffers with fixed lifetimes under one capacity.
+
+The generic core of placement (and of ``toolkit placement solve``): buffer ``i``
+is live over the half-open interval ``[lower[i], upper[i])`` and needs
+``size[i]`` bytes; buffers live at the same time must not overlap in address.
+
+:func:`solve_arena` first runs cheap greedy passes (first fit in several orders,
+and a "lowest next" skyline pass with several tie-breaks) and keeps the best;
+when that does not fit the capacity it runs a bounded exact search in the
+spirit of MiniMalloc (canonical offset-ordered branching, section inference,
+identical-buffer symmetry breaking, restarts over tie-break orders) until the
+time limit. The lower bound is the largest number of bytes live at one time;
+infeasibility is proven when that bound exceeds the capacity, when one buffer
+alone exceeds it, or when the search space is exhausted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from toolkit.errors import OptionError
+from toolkit.placement import _kernels as K
+
+#: exact search only below this many time-overlapping buffer pairs (memory for the adjacency)
+SEARCH_MAX_PAIRS = 4_000_000
+#: nodes per call into the compiled search between time checks
+SEARCH_SLICE = 20_000
+
+
+class ArenaStatus(StrEnum):
+    FIT = "fit"
+    INFEASIBLE_PROVEN = "infeasible_proven"
+    NOT_PROVEN = "not_proven"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArenaStats:
+    """How the answer was found."""
+
+    method: str            # greedy pass or "search" that produced the offsets
+    greedy_peak: int       # best peak of the greedy passes
+    nodes: int             # search nodes expanded (0 when greedy sufficed)
+    restarts: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArenaResult:
+    """Offsets (bytes; every buffer placed, possibly above the capacity when not fit), peak and bound."""
+
+    offsets: np.ndarray = field(repr=False)
+    peak: int
+    lower_bound: int
+    status: ArenaStatus
+    stats: ArenaStats
+
+    @property
+    def fits(self) -> bool:
+        return self.status is ArenaStatus.FIT
+
+
+def lower_bound(lower: np.ndarray, upper: np.ndarray, size: np.ndarray) -> int:
+    """Largest number of bytes live at one time (half-open lifetimes; ends before starts)."""
+    if len(size) == 0:
+        return 0
+    t = np.concatenate([lower, upper])
+    w = np.concatenate([size, -size]).astype(np.int64)
+    order = np.lexsort((w, t))
+    return int(max(np.cumsum(w[order]).max(), 0))
+
+
+def peak_of(upper_offsets: np.ndarray, size: np.ndarray) -> int:
+    return int((upper_offsets + size).max()) if len(size) else 0
+
+
+def check_arena_input(lower: np.ndarray, upper: np.ndarray, size: np.ndarray) -> None:
+    """Raise OptionError naming the first bad buffer (index) and field."""
+    if not (len(lower) == len(upper) == len(size)):
+        msg = f"lower, upper and size must have one entry per buffer (got {len(lower)}, {len(upper)}, {len(size)})"
+        raise OptionError(msg, field="size", value=(len(lower), len(upper), len(size)))
+    bad = np.flatnonzero(size < 0)
+    if bad.size:
+        i = int(bad[0])
+        msg = f"buffer {i}: size={int(size[i])} is negative; sizes are bytes >= 0"
+        raise OptionError(msg, field="size", value=int(size[i]))
+    bad = np.flatnonzero(upper <= lower)
+    if bad.size:
+        i = int(bad[0])
+        msg = f"buffer {i}: upper={int(upper[i])} <= lower={int(lower[i])}; lifetimes are half-open [lower, upper)"
+        raise OptionError(msg, field="upper", value=int(upper[i]))
+
+
+def solve_arena(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    size: np.ndarray,
+    capacity: int | None = None,
+    *,
+    align: np.ndarray | int | None = None,
+    time_limit: float = 10.0,
+) -> ArenaResult:
+    """Place buffers in one arena; with ``capacity`` None, minimise the peak (greedy passes only).
+
+    ``align`` (bytes, scalar or per buffer) rounds every offset up; it is
+    handled by scaling when all alignments divide every size, otherwise sizes
+    are padded to their alignment (exact search then works on padded sizes).
+    """
+    t0 = time.perf_counter()
+    lower = np.asarray(lower, np.int64)
+    upper = np.asarray(upper, np.int64)
+    size = np.asarray(size, np.int64)
+    check_arena_input(lower, upper, size)
+    if capacity is not None and capacity < 0:
+        msg = f"capacity={capacity} is negative; give bytes >= 0"
+        raise OptionError(msg, field="capacity", value=capacity)
+    unit = _alignment_unit(size, align)
+    n = len(size)
+    lb = lower_bound(lower, upper, size)
+    if n == 0:
+        return ArenaResult(offsets=np.zeros(0, np.int64), peak=0, lower_bound=0, status=ArenaStatus.FIT,
+                           stats=ArenaStats(method="empty", greedy_peak=0, nodes=0, restarts=0, seconds=0.0))
+    # work in units of the alignment (sizes padded up to it)
+    usize = -(-size // unit)
+    ucap = None if capacity is None else capacity // unit
+    sl, su, sections = _sections(lower, upper)
+    offsets, method, gpeak = _best_greedy(lower, upper, usize, sl, su, sections)
+    peak = peak_of(offsets, usize)
+    nodes = restarts = 0
+    status = ArenaStatus.FIT
+    if ucap is not None and peak > ucap:
+        status = ArenaStatus.NOT_PROVEN
+        if lb > capacity or int(size.max()) > capacity:
+            status = ArenaStatus.INFEASIBLE_PROVEN
+        else:
+            found, exhausted, nodes, restarts = _search(
+                lower, upper, sl, su, usize, sections, ucap, deadline=t0 + time_limit
+            )
+            if found is not None:
+                offsets, method, status = found, "search", ArenaStatus.FIT
+                peak = peak_of(offsets, usize)
+            elif exhausted:
+                status = ArenaStatus.INFEASIBLE_PROVEN
+    stats = ArenaStats(method=method, greedy_peak=int(gpeak * unit), nodes=nodes, restarts=restarts,
+                       seconds=time.perf_counter() - t0)
+    return ArenaResult(offsets=offsets * unit, peak=int(peak * unit), lower_bound=lb, status=status, stats=stats)
+
+
+def greedy_by_size(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, capacity: int | None = None) -> np.ndarray:
+    """Baseline: largest first, lowest fitting offset (-1 for buffers that do not fit the capacity)."""
+    lower = np.asarray(lower, np.int64)
+    upper = np.asarray(upper, np.int64)
+    size = np.asarray(size, np.int64)
+    order = np.lexsort((lower, -size)).astype(np.int64)
+    return K.first_fit(order, lower, upper, size, -1 if capacity is None else int(capacity))
+
+
+# -- helpers -------------------------------------------------------------------
+def _alignment_unit(size: np.ndarray, align: np.ndarray | int | None) -> int:
+    if align is None:
+        return 1
+    a = np.atleast_1d(np.asarray(align, np.int64))
+    if (a <= 0).any():
+        msg = f"align={int(a[a <= 0][0])} must be a positive number of bytes"
+        raise OptionError(msg, field="align", value=int(a[a <= 0][0]))
+    return int(np.lcm.reduce(a))
+
+
+def _sections(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    points = np.unique(np.concatenate([lower, upper]))
+    sl = np.searchsorted(points, lower).astype(np.int64)
+    su = np.searchsorted(points, upper).astype(np.int64)
+    return sl, su, max(len(points) - 1, 1)
+
+
+def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+           sections: int) -> list[tuple[str, np.ndarray]]:
+    """Tie-break orders (rank 0 tried first) used by the skyline pass and the search restarts.
+
+    W = lifetime length, A = area (size x length), T = the largest total of live
+    bytes over the buffer's sections, Z = size, S = start.
+    """
+    width = upper - lower
+    area = size * width
+    total = _max_section_total(sl, su, size, sections)
+    idx = np.arange(len(size))
+    orders = {
+        "WAT": np.lexsort((idx, -total, -area, -width)),
+        "TAW": np.lexsort((idx, -width, -area, -total)),
+        "TWA": np.lexsort((idx, -area, -width, -total)),
+        "ZW": np.lexsort((idx, -width, -size)),
+        "SZ": np.lexsort((idx, -size, lower)),
+    }
+    out = []
+    for name, order in orders.items():
+        rank = np.empty(len(size), np.int64)
+        rank[order] = np.arange(len(size))
+        out.append((name, rank))
+    return out
+
+
+def _max_section_total(sl, su, size, sections) -> np.ndarray:
+    live = np.zeros(sections + 1, np.int64)
+    np.add.at(live, sl, size)
+    np.add.at(live, su, -size)
+    live = np.cumsum(live)[:sections]
+    # range maximum of live over [sl, su) via a sparse table
+    table = [live]
+    k = 1
+    while 2 * k <= sections:
+        prev = table[-1]
+        table.append(np.maximum(prev[:-k], prev[k:]))
+        k *= 2
+    length = np.maximum(su - sl, 1)
+    level = np.floor(np.log2(length)).astype(np.int64)
+    out = np.empty(len(size), np.int64)
+    for lv in np.unique(level):
+        sel = level == lv
+        t = table[lv]
+        out[sel] = np.maximum(t[sl[sel]], t[su[sel] - (1 << lv)])
+    return out
+
+
+def _best_greedy(lower, upper, size, sl, su, sections) -> tuple[np.ndarray, str, int]:
+    best: tuple[int, np.ndarray, str] | None = None
+    for name, rank in _ranks(sl, su, size, lower, upper, sections):
+        off = K.skyline(sl, su, size, rank, sections)
+        p = peak_of(off, size)
+        if best is None or p < best[0]:
+            best = (p, off, "skyline-" + name)
+    if len(size) <= 20_000:  # first fit is quadratic in the number of buffers
+        for name, rank in _ranks(sl, su, size, lower, upper, sections)[3:]:
+            order = np.argsort(rank).astype(np.int64)
+            off = K.first_fit(order, lower, upper, size, -1)
+            p = peak_of(off, size)
+            if p < best[0]:
+                best = (p, off, "first-fit-" + name)
+    assert best is not None
+    return best[1], best[2], best[0]
+
+
+def _adjacency(sl: np.ndarray, su: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    n = len(sl)
+    order = np.argsort(sl, kind="stable")
+    # pairs (i, j) with sl[j] in [sl[i], su[i]) and j after i in start order, per row via searchsorted
+    ssl = sl[order]
+    hi = np.searchsorted(ssl, su[order], side="left")
+    counts = hi - np.arange(n) - 1
+    total = int(counts.sum())
+    if total > SEARCH_MAX_PAIRS:
+        return None
+    a = np.repeat(np.arange(n), counts)
+    starts = np.repeat(np.arange(n) + 1 - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    b = np.arange(total) + starts
+    a, b = order[a], order[b]
+    src = np.concatenate([a, b])
+    dst = np.concatenate([b, a])
+    o = np.argsort(src, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
+    return ptr, dst[o].astype(np.int64)
+
+
+def _previous_identical(sl, su, size) -> np.ndarray:
+    """Index of the previous buffer with the same sections and size (-1: none)."""
+    n = len(size)
+    order = np.lexsort((np.arange(n), size, su, sl))
+    key_same = np.zeros(n, bool)
+    key_same[1:] = (sl[order][1:] == sl[order][:-1]) & (su[order][1:] == su[order][:-1]) & (
+        size[order][1:] == size[order][:-1]
+    )
+    prev = np.full(n, -1, np.int64)
+    prev[order[key_same]] = order[np.flatnonzero(key_same) - 1]
+    return prev
+
+
+def _search(lower, upper, sl, su, size, sections, capacity, *, deadline):
+    """Restarted depth-first search; returns (offsets or None, exhausted, nodes, restarts)."""
+    adj = _adjacency(sl, su)
+    if adj is None:
+        return None, False, 0, 0
+    ptr, nbr = adj
+    prev = _previous_identical(sl, su, size)
+    n = len(size)
+    ranks = _ranks(sl, su, size, lower, upper, sections)[:3]
+    nodes = 0
+    budget = 2 * n
+    restarts = 0
+    while time.perf_counter() < deadline:
+        _name, rank = ranks[restarts % len(ranks)]
+        st = np.zeros(5, np.int64)
+        m = np.zeros(n, np.int64)
+        placed = np.zeros(n, np.bool_)
+        offsets = np.zeros(n, np.int64)
+        seq = np.full(n, -1, np.int64)
+        h = np.zeros(sections, np.int64)
+        rem = np.zeros(sections + 1, np.int64)
+        np.add.at(rem, sl, size)
+        np.add.at(rem, su, -size)
+        rem = np.cumsum(rem)[:sections]
+        undo_j = np.zeros(len(nbr) + 1, np.int64)
+        undo_v = np.zeros(len(nbr) + 1, np.int64)
+        undo_ptr = np.zeros(n + 1, np.int64)
+        hundo = np.zeros(int((su - sl).sum()) + 1, np.int64)
+        hundo_ptr = np.zeros(n + 1, np.int64)
+        spent = 0
+        status = K.RUNNING
+        while status == K.RUNNING and spent < budget and time.perf_counter() < deadline:
+            before = int(st[1])
+            status = K.search(st, sl, su, size, rank, prev, ptr, nbr, capacity, min(SEARCH_SLICE, budget - spent),
+                              m, placed, offsets, seq, h, rem, undo_j, undo_v, undo_ptr, hundo, hundo_ptr)
+            spent += int(st[1]) - before
+        nodes += int(st[1])
+        if status == K.FOUND:
+            return offsets, False, nodes, restarts
+        if status == K.EXHAUSTED:
+            return None, True, nodes, restarts
+        restarts += 1
+        if restarts % len(ranks) == 0:
+            budget *= 2
+    return None, False, nodes, restarts
