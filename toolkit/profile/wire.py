@@ -133,9 +133,18 @@ class Wire:
         self.check((tag & np.uint64(3)) == 3, "capability or reserved pointer where data was expected", where, field)
         return tag, target, seg
 
+    def _near(self, pos: np.ndarray, mask: int, expect: int) -> tuple[np.ndarray, np.ndarray, None] | None:
+        """Fast path: every pointer present, near, single segment, of the expected kind (or null)."""
+        if len(self.seg_end) != 1 or len(pos) == 0 or pos.min() < 0:
+            return None
+        w = self.words[pos]
+        if not (((w & np.uint64(mask)) == np.uint64(expect)) | (w == 0)).all():
+            return None
+        return w, pos + 1 + _offset(w), None
+
     def structs(self, pos: np.ndarray, where: Where, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Struct pointers -> (start, data words, pointer words); null reads as an empty struct."""
-        tag, target, seg = self.resolve(pos, where, field)
+        tag, target, seg = self._near(pos, 3, 0) or self.resolve(pos, where, field)
         null = tag == 0
         self.check(~null & ((tag & np.uint64(3)) != 0), "expected a struct pointer, found a list", where, field)
         dw = np.where(null, 0, (tag >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64)
@@ -149,12 +158,15 @@ class Wire:
 
         For composite lists (``code`` 7) the start is the tag word and the count the number of words.
         """
-        tag, target, seg = self.resolve(pos, where, field)
+        fast = self._near(pos, (7 << 32) | 3, (code << 32) | 1)
+        tag, target, seg = fast or self.resolve(pos, where, field)
         null = tag == 0
-        self.check(~null & ((tag & np.uint64(3)) != 1), "expected a list pointer, found a struct", where, field)
-        size = ((tag >> np.uint64(32)) & np.uint64(7)).astype(np.int64)
-        self.check(~null & (size != code), f"list has the wrong element size (expected size code {code})", where,
-                   field)
+        if fast is None:
+            self.check(~null & ((tag & np.uint64(3)) != 1), "expected a list pointer, found a struct", where, field)
+        if fast is None:
+            size = ((tag >> np.uint64(32)) & np.uint64(7)).astype(np.int64)
+            self.check(~null & (size != code), f"list has the wrong element size (expected size code {code})",
+                       where, field)
         count = np.where(null, 0, tag >> np.uint64(35)).astype(np.int64)
         start = np.where(null, 0, target)
         nwords = count + 1 if code == LIST_COMPOSITE else (count + 7) // 8
@@ -180,10 +192,21 @@ class Wire:
 
     # -- data fields ----------------------------------------------------------
     def u32(self, start: np.ndarray, dw: np.ndarray, slot: int) -> np.ndarray:
-        return self._bits(start, dw, slot * 32, 32)
+        return self._lane(start, dw, slot, np.dtype("<u4"))
 
     def u16(self, start: np.ndarray, dw: np.ndarray, slot: int) -> np.ndarray:
-        return self._bits(start, dw, slot * 16, 16)
+        return self._lane(start, dw, slot, np.dtype("<u2"))
+
+    def _lane(self, start: np.ndarray, dw: np.ndarray, slot: int, dtype: np.dtype) -> np.ndarray:
+        """Field ``slot`` (in units of its width) gathered straight from a 16/32-bit view of the words."""
+        per_word = 8 // dtype.itemsize
+        view = self.words.view(dtype)
+        has = dw > slot // per_word
+        if has.all():
+            return view[start * per_word + slot].astype(np.int64)
+        v = view[np.where(has, start * per_word + slot, 0)].astype(np.int64)
+        v[~has] = 0
+        return v
 
     def u64(self, start: np.ndarray, dw: np.ndarray, slot: int) -> np.ndarray:
         return self._bits(start, dw, slot * 64, 64)
@@ -213,7 +236,8 @@ class Wire:
     @staticmethod
     def pointer(start: np.ndarray, dw: np.ndarray, pw: np.ndarray, index: int) -> np.ndarray:
         """Word position of pointer ``index`` of each struct, or -1 where the struct is too old to have it."""
-        return np.where(pw > index, start + dw + index, -1)
+        has = pw > index
+        return start + dw + index if has.all() else np.where(has, start + dw + index, -1)
 
     # -- text -----------------------------------------------------------------
     def texts(self, pos: np.ndarray, where: Where, field: str) -> pl.Series:
