@@ -7,11 +7,13 @@ Every compiler stage is a pure function returning polars DataFrames; see
 from toolkit import target
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
 from toolkit.graph import Graph, Workload, build_graph, workloads
+from toolkit.options import Options
+from toolkit.pipeline import Compilation, compile
 from toolkit.target import Target, ipu21, load_target
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "FormatError", "Graph", "InfeasibleError", "InvalidIRError", "ModelError", "OptionError", "Target",
-    "ToolkitError", "Workload", "__version__", "build_graph", "ipu21", "load_target", "target", "workloads",
+    "Compilation", "FormatError", "Graph", "Options", "InfeasibleError", "InvalidIRError", "ModelError", "OptionError", "Target",
+    "ToolkitError", "Workload", "__version__", "build_graph", "compile", "ipu21", "load_target", "target", "workloads",
 ]

@@ -9,6 +9,7 @@ element table (offset, size, region, interleaved), not scattered constants.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import tomllib
@@ -266,7 +267,7 @@ def _validate(t: Target) -> None:
     for e in els:
         if e.size <= 0:
             _fail("memory_elements", e, "element size must be positive")
-    for a, b in zip(els, els[1:], strict=False):
+    for a, b in itertools.pairwise(els):
         if a.offset + a.size > b.offset:
             _fail("memory_elements", b, f"overlaps the element at {a.offset:#x} (size {a.size})")
         if a.offset + a.size < b.offset:

@@ -1,0 +1,105 @@
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import toolkit
+from toolkit.errors import InvalidIRError
+from toolkit.graph import attention_block, mlp_block, repeat
+from toolkit.layout.plans import LayoutParams
+from toolkit.schedule import schedule
+from toolkit.schedule.verify import verify_schedule
+
+T = toolkit.ipu21()
+
+
+def test_golden_2x2_matmul_on_4_tiles():
+    # a 2-token MLP with width 16 and hidden 32 on 4 tiles: every op's grid is tiny and checkable by hand
+    g = mlp_block(tokens=2, width=16, hidden=32)
+    s = schedule(g, LayoutParams(row_block=1, row_shard=2), T, tiles=4)
+    verify_schedule(s)
+    # ln | sync exchange fc1 | gelu | sync exchange fc2 | residual (fc2 rows already sit on the home tiles)
+    assert s.phases["kind"].to_list() == ["compute", "sync", "exchange", "compute", "compute", "sync", "exchange",
+                                           "compute", "compute"]
+    fc1 = s.commands.filter(pl.col("op_id") == 1)
+    # 2 row blocks x 2 column panels (32 hidden = 2 groups of 16) on 4 tiles, one command each
+    assert sorted(fc1["tile"].to_list()) == [0, 1, 2, 3]
+    assert fc1["rows"].to_list() == [1, 1, 1, 1] and fc1["cols"].to_list() == [16] * 4
+    # LayerNorm output of each row block is multicast to the two panel tiles of its row
+    # each row's LayerNorm output goes to the other panel tile of its row (the home tile copies locally)
+    x = s.transfers.filter(pl.col("phase") == 2).sort("source")
+    assert x.select("source", "destination").rows() == [(0, 1), (2, 3)]
+    assert x["size_bytes"].unique().to_list() == [16 * 2]
+    assert s.commands.filter(pl.col("kernel") == "copy").height == 4  # fc1 and fc2 panels; the add reads in place
+
+
+def test_one_attention_head():
+    g = attention_block(tokens=8, width=16, heads=1)
+    s = schedule(g, LayoutParams(row_block=4), T, tiles=8)
+    verify_schedule(s)
+    scores = s.commands.filter(pl.col("op_id") == 4)
+    assert scores.height == 2 and scores["cols"].to_list() == [8, 8] and scores["inner"].to_list() == [16, 16]
+
+
+def test_repeat_is_one_symbolic_block():
+    g = toolkit.build_graph("mlp-small-repeat")
+    one = toolkit.build_graph("mlp-small-repeat", blocks=1)
+    p = LayoutParams(row_block=36)
+    s3, s1 = schedule(g, p, T, tiles=64), schedule(one, p, T, tiles=64)
+    assert s3.phases.height == s1.phases.height          # symbolic: not 3x the phases
+    assert s3.summary()["phases"] == 3 * s1.phases.height  # expanded lazily
+    assert s3.objects.filter(pl.col("kind") == "weight")["repeat_count"].unique().to_list() == [3]
+    rel = s3.relocations
+    assert rel["instance"].n_unique() == 3
+    assert rel.group_by("object_id").len()["len"].unique().to_list() == [3]
+
+
+def test_transfers_reference_staging_objects():
+    c = toolkit.compile("mlp-single-b1", options={"row_block": 36, "inner_split": 1})
+    s = c.schedule
+    stage = s.objects.filter(pl.col("kind") == "staging")
+    assert stage.height == s.transfers.select("phase", "destination").unique().height
+    assert s.transfers["staging_object"].is_in(stage["object_id"].implode()).all()
+    assert stage["size_bytes"].max() <= T.staging_window_bytes
+
+
+def test_verify_catches_a_dropped_transfer():
+    g = mlp_block(tokens=4, width=32, hidden=64)
+    s = schedule(g, LayoutParams(row_block=2), T, tiles=8)
+    broken = type(s)(**{**s.frames(), "transfers": s.transfers.slice(1)})
+    with pytest.raises(InvalidIRError, match="nothing wrote|not filled exactly"):
+        verify_schedule(broken)
+
+
+def test_verify_catches_a_use_outside_lifetime():
+    g = mlp_block(tokens=4, width=32, hidden=64)
+    s = schedule(g, LayoutParams(row_block=2), T, tiles=8)
+    objs = s.objects.with_columns(pl.when(pl.col("kind") == "activation").then(pl.col("first") + 100)
+                                  .otherwise(pl.col("first")).alias("first"))
+    broken = type(s)(**{**s.frames(), "objects": objs})
+    with pytest.raises(InvalidIRError, match="outside its lifetime"):
+        verify_schedule(broken)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["mlp", "attention", "attention-fused"]),
+    tokens=st.integers(1, 40), width_groups=st.integers(1, 6), heads=st.sampled_from([1, 2, 4]),
+    hidden=st.integers(1, 100), batch=st.integers(1, 3), blocks=st.integers(1, 3),
+    row_block=st.integers(1, 48), row_shard=st.one_of(st.none(), st.integers(1, 8)),
+    inner_split=st.integers(1, 4), tiles=st.integers(1, 64),
+)
+def test_random_small_graphs_verify(kind, tokens, width_groups, heads, hidden, batch, blocks, row_block, row_shard,
+                                    inner_split, tiles):
+    width = 16 * width_groups * heads
+    if kind == "mlp":
+        g = mlp_block(tokens=tokens, width=width, hidden=hidden, batch=batch)
+    else:
+        g = attention_block(tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=kind.endswith("fused"))
+    if blocks > 1:
+        g = repeat(g, blocks)
+    p = LayoutParams(row_block=row_block, row_shard=row_shard, inner_split=inner_split)
+    s = schedule(g, p, T, tiles=tiles)
+    verify_schedule(s)
+    assert s.commands["tile"].max() < tiles
+    assert (s.objects["last"] >= s.objects["first"]).all()

@@ -1,0 +1,280 @@
+"""Per-op kernel plans: the tile grid, operand needs and output layout of each op.
+
+A ``LayoutParams`` value (row block, panel width, inner split, weight memory
+class, fused QKV) fixes a plan for every op of a graph. The rules are a table
+keyed by op role:
+
+- ``stream``: the residual stream and LayerNorm run on row-block home tiles,
+  whole rows per tile. Every value that is live at once in the stream (block
+  input, LayerNorm output, residual output) shares this edge-layout contract.
+- ``linear``: ``A[rows, inner] x W[inner, cols]`` on an R x P x S grid of
+  (row block, column panel of 16-column groups, inner split). A needs the
+  contiguous ``[row block, inner slice]`` panel; W panels are resident. Q, K
+  and V share one grid (one contract), so heads line up.
+- ``scores`` / ``values``: per (image, head) group and row block of tokens.
+- ``elementwise`` (GELU, softmax): in place on the producer's layout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
+
+AMP_GROUP = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayoutParams:
+    """The layout choice for a whole graph (one candidate)."""
+
+    row_block: int = 36
+    row_shard: int | None = None      # row blocks processed side by side (None: all); the rest run in waves
+    panel_groups: int | None = None   # output panel width in 16-column groups (None: fill the tiles)
+    inner_split: int = 1              # tiles sharing one linear op's inner dimension (partials reduced)
+    inner_block: int | None = None    # AMP inner block per call (None: whole inner slice)
+    weight_class: str = "interleaved"  # interleaved | standard
+    fused_qkv: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpPlan:
+    """One op's grid and layouts. ``cells`` work cells map to ``cell_tiles``."""
+
+    op_id: int
+    name: str
+    kind: str
+    rule: str
+    kernel: str
+    cell_tiles: np.ndarray           # tile of each cell
+    cell_shape: np.ndarray           # (cells, 4): rows, cols, inner, groups per cell
+    cell_wave: np.ndarray | None = None  # wave of each cell (waves run one after another); None: one wave
+    needs: dict[int, Layout] = field(default_factory=dict)   # input tensor -> need layout
+    weights: dict[int, Layout] = field(default_factory=dict)  # resident weight tensor -> layout
+    weight_slots: dict[int, np.ndarray] = field(default_factory=dict)  # weight tensor -> slot of each cell (-1: none)
+    output: Layout | None = None
+    partials: Layout | None = None   # inner-split partial sums [S, rows, cols] (None when S == 1)
+    reduce_need: Layout | None = None
+    key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
+
+
+def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
+    return Layout(shape, (np.array([0, 1]), rows_bounds, np.array([0, shape[2]])), homes.reshape(1, -1, 1, 1))
+
+
+def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
+                tiles: int) -> OpPlan:
+    rows, cols, inner = op["rows"], op["cols"], op["inner"]
+    n_r = len(rows_bounds) - 1
+    shard = n_r if p.row_shard is None else max(1, min(p.row_shard, n_r))
+    groups = math.ceil(cols / AMP_GROUP)
+    s = max(1, min(p.inner_split, math.ceil(inner / AMP_GROUP)))
+    if p.panel_groups is not None:
+        pg = max(1, min(p.panel_groups, groups))
+    else:
+        pg = math.ceil(groups / max(1, min(groups, tiles // max(1, shard * s))))
+    col_b = block_bounds(cols, AMP_GROUP * pg)
+    inner_b = block_bounds(inner, AMP_GROUP * math.ceil(math.ceil(inner / AMP_GROUP) / s))
+    n_p, n_s = len(col_b) - 1, len(inner_b) - 1
+    cells = n_r * n_p * n_s
+    spatial = spread(shard * n_p * n_s, tiles).reshape(shard, n_p, n_s)
+    ct = spatial[np.arange(n_r) % shard]
+    wave = np.repeat(np.arange(n_r) // shard, n_p * n_s)
+    rr = np.diff(rows_bounds)[:, None, None]
+    cc = np.diff(col_b)[None, :, None]
+    kk = np.diff(inner_b)[None, None, :]
+    shape = np.stack(np.broadcast_arrays(rr, cc, kk, np.ones_like(rr)), axis=-1).reshape(-1, 4)
+    ci = np.arange(cells).reshape(n_r, n_p, n_s)
+    g1 = np.array([0, 1])
+    a_need = Layout((1, rows, inner), (g1, rows_bounds, inner_b), ct.transpose(0, 2, 1)[None],
+                    ci.transpose(0, 2, 1)[None])                                                 # rep over P
+    w_lay = Layout((1, inner, cols), (g1, inner_b, col_b), spatial.transpose(2, 1, 0)[None])  # rep over shard
+    b_lay = Layout((1, 1, cols), (g1, g1, col_b), spatial[:, :, 0].T[None, None])
+    r_, p_, s_ = (a.ravel() for a in np.meshgrid(np.arange(n_r), np.arange(n_p), np.arange(n_s), indexing="ij"))
+    w_slot = (s_ * n_p + p_) * shard + r_ % shard
+    b_slot = np.where(s_ == 0, p_ * shard + r_ % shard, -1)
+    out_lay = Layout((1, rows, cols), (g1, rows_bounds, col_b), ct[:, :, :1][None], ci[:, :, :1][None])
+    plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel="amp_matmul_f16",
+                  cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs={a: a_need},
+                  weights={w: w_lay, bias: b_lay}, weight_slots={w: w_slot, bias: b_slot}, output=out_lay)
+    if n_s > 1:
+        part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
+                      ci.transpose(2, 0, 1)[..., None])
+        red = Layout((n_s, rows, cols), (np.array([0, n_s]), rows_bounds, col_b), ct[None, :, :, :1],
+                     ci[None, :, :, :1])
+        plan = OpPlan(**{**_fields(plan), "kernel": "amp_matmul_f32", "partials": part, "reduce_need": red})
+    return plan
+
+
+def _fields(plan: OpPlan) -> dict:
+    return {name: getattr(plan, name) for name in OpPlan.__slots__}
+
+
+def attention_cells(batch: int, heads: int, tokens: int, p: LayoutParams, tiles: int) -> tuple[np.ndarray, np.ndarray]:
+    rb = block_bounds(tokens, p.row_block)
+    n_r = len(rb) - 1
+    cells = batch * heads * n_r
+    idx = np.arange(cells)
+    ct = (spread(cells, tiles) if cells <= tiles else (idx % tiles).astype(np.int32)).reshape(batch, heads, n_r)
+    return rb, ct
+
+
+def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, head_dim: int, offset: int,
+             ct: np.ndarray, rb: np.ndarray, *, by_row_block: bool) -> Layout:
+    ci = np.arange(ct.size).reshape(ct.shape)
+    """Need of one head slice of Q, K or V (columns at ``offset``) for the attention cells."""
+    width = heads * head_dim
+    cols = shape[2]
+    col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * head_dim, [cols]]))
+    first = int(np.searchsorted(col_b, offset))
+    n_c = len(col_b) - 1
+    n_r = len(rb) - 1
+    g1 = np.array([0, 1])
+    if by_row_block:   # Q: rows [b*T + r-block], one replica
+        rows_b = segmented_bounds(batch, tokens, int(rb[1] - rb[0])) if n_r > 1 else np.arange(batch + 1) * tokens
+        tiles = np.full((1, batch * n_r, n_c, 1), -1, dtype=np.int32)
+        cells = np.full_like(tiles, -1, dtype=np.int64)
+        tiles[0, :, first:first + heads, 0] = ct.transpose(0, 2, 1).reshape(batch * n_r, heads)
+        cells[0, :, first:first + heads, 0] = ci.transpose(0, 2, 1).reshape(batch * n_r, heads)
+    else:              # K, V: whole image rows, replicated over the row blocks
+        rows_b = np.arange(batch + 1, dtype=np.int64) * tokens
+        tiles = np.full((1, batch, n_c, n_r), -1, dtype=np.int32)
+        cells = np.full_like(tiles, -1, dtype=np.int64)
+        tiles[0, :, first:first + heads, :] = ct
+        cells[0, :, first:first + heads, :] = ci
+    del width
+    return Layout(shape, (g1, rows_b, col_b), tiles, cells)
+
+
+def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
+    shape = tensors[tid]["shape"]
+    return (1, *shape) if len(shape) == 2 else ((1, 1, shape[0]) if len(shape) == 1 else tuple(shape))
+
+
+def identity(layout: Layout) -> Layout:
+    """The layout itself with one cell per chunk (in-place elementwise ops)."""
+    return layout.with_cells(np.arange(layout.tiles.size))
+
+
+def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
+    """The parameters an op's plan depends on."""
+    kind = op["kind"]
+    ins = list(op["inputs"])
+    if kind == "matmul" and any(tensors[t]["role"] == "weight" for t in ins):
+        return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups)
+    if kind == "matmul":
+        return ("attention", p.row_block)
+    if kind in ("layernorm", "add"):
+        return ("stream", p.row_block)
+    return ("elementwise", key_of.get(ins[0], ("stream", p.row_block)))
+
+
+def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: LayoutParams, tiles: int,
+               cache: dict | None = None) -> list[OpPlan]:
+    """One OpPlan per op, in op order. ``params`` are the graph's workload parameters.
+
+    ``cache`` (a dict the caller keeps across candidates of one graph) reuses
+    op plans whose deciding parameters are equal, so a search over hundreds of
+    candidates plans each distinct (op, parameters) once.
+    """
+    cache = {} if cache is None else cache
+    key_of: dict[int, tuple] = {}
+    batch, tokens = int(params["batch"]), int(params["tokens"])
+    rows_bounds = segmented_bounds(batch, tokens, p.row_block)
+    n_r = len(rows_bounds) - 1
+    homes = spread(n_r, tiles)
+    ci_home = np.arange(n_r)
+    layout_of: dict[int, Layout] = {}
+    plans: list[OpPlan] = []
+    attn_cells = None
+    qkv_src: dict[str, int] = {}
+    for op in ops:
+        ins = list(op["inputs"])
+        out = op["output"]
+        kind = op["kind"]
+        acts = [t for t in ins if tensors[t]["role"] in ("input", "activation", "output")]
+        wts = [t for t in ins if tensors[t]["role"] == "weight"]
+        key = _op_key(op, tensors, p, key_of)
+        key_of[out] = key
+        if op["name"].endswith((".q", ".k", ".v", ".qkv")):
+            qkv_src[op["name"].rsplit(".", 1)[1]] = out
+        cached = cache.get((op["op_id"], key))
+        if cached is not None:
+            layout_of[out] = cached.output
+            plans.append(cached)
+            continue
+        for t in acts:
+            if t not in layout_of:  # graph input: lives on the stream layout
+                layout_of[t] = stream_layout(rows_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
+        if kind == "matmul" and wts:
+            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles)
+        elif kind == "matmul":
+            heads, hd = int(params["heads"]), int(params["head_dim"])
+            if attn_cells is None:
+                attn_cells = attention_cells(batch, heads, tokens, p, tiles)
+            rb, ct = attn_cells
+            ci = np.arange(ct.size).reshape(ct.shape)
+            n_rb = len(rb) - 1
+            s_shape = (batch * heads, tokens, tokens)
+            s_tiles = ct.reshape(batch * heads, n_rb)[:, :, None, None]
+            s_cells = ci.reshape(batch * heads, n_rb)[:, :, None, None]
+            s_lay = Layout(s_shape, (np.arange(batch * heads + 1), rb, np.array([0, tokens])), s_tiles, s_cells)
+            width = heads * hd
+            fused = "qkv" in qkv_src
+            src = {k: (qkv_src["qkv"] if fused else qkv_src[k]) for k in "qkv"}
+            off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
+            shape = _tensor3(tensors, src["q"])
+            cells = ct.size
+            if op["name"].endswith(".scores"):
+                needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
+                k_need = qkv_need(shape, batch, heads, tokens, hd, off["k"], ct, rb, by_row_block=False)
+                if src["k"] in needs:  # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)
+                    needs[-src["k"] - 1] = k_need
+                else:
+                    needs[src["k"]] = k_need
+                rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
+                shape_arr = np.stack([rows, np.full(cells, tokens), np.full(cells, hd), np.ones(cells, int)], -1)
+                plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="scores", kernel="amp_matmul_f16",
+                              cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
+                              needs=needs, output=s_lay)
+            else:
+                probs = acts[0]
+                needs = {probs: identity(layout_of[probs]),
+                         src["v"]: qkv_need(shape, batch, heads, tokens, hd, off["v"], ct, rb, by_row_block=False)}
+                rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
+                shape_arr = np.stack([rows, np.full(cells, hd), np.full(cells, tokens), np.ones(cells, int)], -1)
+                o_rows = segmented_bounds(batch, tokens, p.row_block)
+                o_tiles = ct.transpose(0, 2, 1).reshape(1, batch * n_rb, heads, 1)
+                o_cells = ci.transpose(0, 2, 1).reshape(1, batch * n_rb, heads, 1)
+                o_lay = Layout(_tensor3(tensors, out), (np.array([0, 1]), o_rows, np.arange(heads + 1) * hd), o_tiles,
+                               o_cells)
+                plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="values", kernel="amp_matmul_f16",
+                              cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
+                              needs=needs, output=o_lay)
+        elif kind in ("layernorm", "add"):
+            width = _tensor3(tensors, out)[2]
+            stream = stream_layout(rows_bounds, _tensor3(tensors, out), homes).with_cells(ci_home)
+            needs = {t: stream for t in acts}
+            g1 = np.array([0, 1])
+            weights = {t: Layout((1, 1, width), (g1, g1, np.array([0, width])), homes.reshape(1, 1, 1, -1))
+                       for t in wts}
+            rows = np.diff(rows_bounds)
+            shape_arr = np.stack([rows, np.full(n_r, width), np.zeros(n_r, int), np.ones(n_r, int)], -1)
+            plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="stream", kernel=kind,
+                          cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,
+                          weight_slots={t: ci_home for t in wts}, output=stream)
+        else:  # elementwise in place on the producer's layout
+            lay = identity(layout_of[acts[0]])
+            ch = lay.chunks()
+            shape_arr = np.stack([ch["r1"] - ch["r0"], ch["c1"] - ch["c0"], np.zeros(lay.tiles.size, int),
+                                  ch["g1"] - ch["g0"]], -1)
+            plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="elementwise", kernel=kind,
+                          cell_tiles=lay.tiles.ravel(), cell_shape=shape_arr, needs={acts[0]: lay}, output=lay)
+        plan = OpPlan(**{**_fields(plan), "key": key})
+        cache[(op["op_id"], key)] = plan
+        layout_of[out] = plan.output
+        plans.append(plan)
+    return plans

@@ -1,0 +1,87 @@
+"""Compile options: one frozen value read by every stage (each reads its own fields).
+
+``as_options`` accepts an :class:`Options`, a plain mapping of option names
+(``{"row_block": 18}``) or ``None``; unknown names are rejected by name.
+Layout fields left at ``None`` are searched; a value pins the parameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit.errors import OptionError
+
+ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96)
+WEIGHT_CLASSES = ("interleaved", "standard")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options:
+    """Every stage's options. Layout parameters: ``None`` searches, a value pins."""
+
+    row_block: int | None = None
+    row_shard: int | None = None
+    panel_groups: int | None = None
+    inner_split: int | None = None
+    inner_block: int | None = None
+    weight_class: str | None = None
+    fused_qkv: bool | None = None
+    row_blocks: tuple[int, ...] = ROW_BLOCKS   # the row-block grid searched when row_block is not pinned
+    inner_splits: tuple[int, ...] = (1, 2, 4)
+    beam_width: int = 4
+    tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
+    placement_time_limit: float = 2.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("row_block", "row_shard", "panel_groups", "inner_split", "inner_block", "tiles"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                msg = f"option {name}={v!r} must be a positive integer (or None to search it)"
+                raise OptionError(msg, field=name, value=v)
+        if self.inner_block is not None and self.inner_block % 16:
+            msg = f"option inner_block={self.inner_block} is not a multiple of the 16-deep AMP block; use 16, 32, ..."
+            raise OptionError(msg, field="inner_block", value=self.inner_block)
+        if self.weight_class is not None and self.weight_class not in WEIGHT_CLASSES:
+            msg = f"option weight_class={self.weight_class!r} must be one of {WEIGHT_CLASSES}"
+            raise OptionError(msg, field="weight_class", value=self.weight_class)
+        if self.fused_qkv is not None and not isinstance(self.fused_qkv, bool):
+            msg = f"option fused_qkv={self.fused_qkv!r} must be true, false or None"
+            raise OptionError(msg, field="fused_qkv", value=self.fused_qkv)
+        for name in ("row_blocks", "inner_splits"):
+            v = tuple(getattr(self, name))
+            if not v or any(not isinstance(x, int) or x <= 0 for x in v):
+                msg = f"option {name}={v!r} must be a non-empty tuple of positive integers"
+                raise OptionError(msg, field=name, value=v)
+        if not isinstance(self.beam_width, int) or self.beam_width <= 0:
+            msg = f"option beam_width={self.beam_width!r} must be a positive integer"
+            raise OptionError(msg, field="beam_width", value=self.beam_width)
+        if not self.placement_time_limit > 0:
+            msg = f"option placement_time_limit={self.placement_time_limit!r} must be positive seconds"
+            raise OptionError(msg, field="placement_time_limit", value=self.placement_time_limit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def as_options(options: Options | Mapping[str, Any] | None) -> Options:
+    if options is None:
+        return Options()
+    if isinstance(options, Options):
+        return options
+    if not isinstance(options, Mapping):
+        msg = f"options must be an Options value or a mapping of option names, got {type(options).__name__}"
+        raise OptionError(msg, field="options", value=options)
+    names = [f.name for f in dataclasses.fields(Options)]
+    for key in options:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
+            msg = f"unknown option {key!r}{hint}"
+            raise OptionError(msg, field=str(key), value=options[key])
+    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits") else v) for k, v in options.items()}
+    return Options(**values)

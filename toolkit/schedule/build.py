@@ -1,0 +1,288 @@
+"""Build the BSP program of a graph from its op plans, in bulk per op and wave.
+
+For every op (in order) and every wave of its cells: when an operand need is
+not already where the kernel reads it, a sync and an exchange phase move the
+pieces (``route``) into a contiguous panel object per cell (multicast when
+several tiles need the same piece; local pieces become copy commands); then a
+compute phase runs one command per cell. Inner-split linears add a partials
+exchange and a reduce phase. Objects are created for every operand slot with
+their lifetimes (first/last event = phase index) computed from their uses.
+Repeated blocks are scheduled once: their phases carry the block name, their
+weights ``repeat_count = instances`` and carried values alias the block input.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from toolkit.layout.cost import amp_cycles, copy_cycles, vector_cycles
+from toolkit.layout.layout import Layout, route
+from toolkit.layout.plans import LayoutParams, OpPlan
+from toolkit.target import Target
+
+DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
+
+
+class Columns:
+    """Accumulates one table as lists of numpy column chunks."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[Any]] = defaultdict(list)
+        self.count = 0
+
+    def add(self, n: int, **cols: Any) -> np.ndarray:
+        ids = np.arange(self.count, self.count + n, dtype=np.int64)
+        for k, v in cols.items():
+            self.parts[k].append(np.broadcast_to(np.asarray(v), (n,)) if np.ndim(v) == 0 else np.asarray(v))
+        self.count += n
+        return ids
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) if v else np.array([]) for k, v in self.parts.items()}
+
+
+class Program:
+    """Mutable accumulator used only inside ``build_program``."""
+
+    def __init__(self, target: Target, params: LayoutParams, tensors: dict[int, dict], block_of: dict[int, str],
+                 instances: dict[str, int]) -> None:
+        self.target = target
+        self.params = params
+        self.tensors = tensors
+        self.block_of = block_of
+        self.instances = instances
+        self.phases = Columns()
+        self.commands = Columns()
+        self.operands = Columns()
+        self.transfers = Columns()
+        self.objects = Columns()
+        self.uses = Columns()
+        self.transfer_count = 0
+        self.final_phase = 0
+
+    # -- phases and objects -----------------------------------------------------
+    def phase(self, kind: str, op: OpPlan, wave: int, block: str) -> int:
+        return int(self.phases.add(1, kind=kind, op_id=op.op_id, name=op.name, wave=wave, block=block)[0])
+
+    def new_objects(self, layout: Layout, slots: np.ndarray, tensor: int, kind: str, first: int, *,
+                    cls: str = "standard", repeat: int = 1, dtype_bytes: int | None = None,
+                    alias: np.ndarray | None = None, name: str | None = None) -> np.ndarray:
+        """One object per selected (chunk, replica) slot of ``layout``; returns object ids (slot order)."""
+        ch = layout.chunks()
+        sel = {k: v[slots] for k, v in ch.items()}
+        size = (sel["g1"] - sel["g0"]) * (sel["r1"] - sel["r0"]) * (sel["c1"] - sel["c0"])
+        nbytes = size * (dtype_bytes or DTYPE_BYTES[self.tensors[tensor]["dtype"]])
+        n = len(slots)
+        t = self.tensors[tensor]
+        return self.objects.add(
+            n, tile=sel["tile"], kind=kind, name=name or t["name"], tensor_id=tensor, size_bytes=nbytes,
+            align=16 if cls == "interleaved" or kind == "weight" else 8, first=first, access="data", cls=cls,
+            repeat_count=repeat, alias_of=-1 if alias is None else alias,
+            g0=sel["g0"], g1=sel["g1"], r0=sel["r0"], r1=sel["r1"], c0=sel["c0"], c1=sel["c1"],
+        )
+
+    def use(self, objects: np.ndarray, phase: int | np.ndarray) -> None:
+        objects = np.asarray(objects)
+        self.uses.add(len(objects), object_id=objects, phase=phase)
+
+    # -- data movement ------------------------------------------------------------
+    def move(self, src: Layout, src_objs: np.ndarray, need: Layout, slots: np.ndarray, need_objs: np.ndarray,
+             tensor: int, xphase: int, cphase: int, *, dtype_bytes: int | None = None) -> int:
+        """Route ``src`` into the selected need slots. Returns the number of remote pieces."""
+        pieces = route(src, need)
+        slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
+        obj_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
+        obj_of_slot[slots] = need_objs
+        dst_obj = obj_of_slot[slot]
+        keep = dst_obj >= 0
+        pieces = {k: v[keep] for k, v in pieces.items()}
+        dst_obj = dst_obj[keep]
+        src_obj = src_objs[pieces["src_chunk"]]
+        b = dtype_bytes or DTYPE_BYTES[self.tensors[tensor]["dtype"]]
+        size = (pieces["g1"] - pieces["g0"]) * (pieces["r1"] - pieces["r0"]) * (pieces["c1"] - pieces["c0"]) * b
+        src_off = _offset(src, pieces["src_chunk"], pieces, b)
+        dst_off = _offset(need, pieces["dst_chunk"], pieces, b)
+        local = pieces["src_tile"] == pieces["dst_tile"]
+        if local.any():
+            idx = np.nonzero(local)[0]
+            cmd = self.commands.add(len(idx), phase=cphase, tile=pieces["dst_tile"][idx], op_id=-1, kernel="copy",
+                                    rows=pieces["r1"][idx] - pieces["r0"][idx], cols=pieces["c1"][idx] - pieces["c0"][idx],
+                                    inner=0, groups=pieces["g1"][idx] - pieces["g0"][idx], calls=1, launches=1,
+                                    est_cycles=copy_cycles(size[idx], self.target))
+            self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
+            self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
+            self.use(src_obj[idx], cphase)
+        remote = np.nonzero(~local)[0]
+        if len(remote):
+            # one logical transfer per (source chunk, destination chunk): replicas are multicast destinations
+            key = pieces["src_chunk"][remote] * (need.tiles.size + 1) + pieces["dst_chunk"][remote]
+            _, tid = np.unique(key, return_inverse=True)
+            tid = tid + self.transfer_count
+            self.transfer_count = int(tid.max()) + 1
+            self.transfers.add(len(remote), transfer_id=tid, phase=xphase, source=pieces["src_tile"][remote],
+                               destination=pieces["dst_tile"][remote], size_bytes=size[remote], tensor_id=tensor,
+                               src_offset=src_off[remote], dst_offset=dst_off[remote], src_object=src_obj[remote],
+                               dst_object=dst_obj[remote],
+                               g0=pieces["g0"][remote], g1=pieces["g1"][remote], r0=pieces["r0"][remote],
+                               r1=pieces["r1"][remote], c0=pieces["c0"][remote], c1=pieces["c1"][remote])
+            self.use(src_obj[remote], xphase)
+        return len(remote)
+
+
+def _offset(layout: Layout, chunk: np.ndarray, pieces: dict[str, np.ndarray], nbytes: int) -> np.ndarray:
+    """Byte offset of each piece's first element inside its chunk (row-major ``[g, r, c]``)."""
+    _ng, nr, nc = layout.counts
+    gi, rest = np.divmod(chunk, nr * nc)
+    ri, ci = np.divmod(rest, nc)
+    g, r, c = layout.bounds
+    rows = r[ri + 1] - r[ri]
+    cols = c[ci + 1] - c[ci]
+    return (((pieces["g0"] - g[gi]) * rows + (pieces["r0"] - r[ri])) * cols + (pieces["c0"] - c[ci])) * nbytes
+
+
+def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(cycles, calls, worker launches) of the given cells of one op."""
+    sh = plan.cell_shape[cells]
+    rows, cols, inner, groups = sh[:, 0], sh[:, 1], sh[:, 2], sh[:, 3]
+    if plan.kernel.startswith("amp"):
+        inter = plan.rule == "linear" and params.weight_class == "interleaved"
+        cyc, calls, launches = amp_cycles(rows, cols, inner, target, interleaved=inter, fp32=plan.partials is not None,
+                                inner_block=params.inner_block)
+        return cyc * groups, calls * groups, launches * groups
+    one = np.ones(len(cells), dtype=np.int64)
+    return vector_cycles(plan.kernel, rows * cols * groups, target), one, one
+
+
+def _slot_of_cell(layout: Layout, n_cells: int) -> np.ndarray:
+    out = np.full(n_cells, -1, dtype=np.int64)
+    cells = layout.cells.ravel()
+    valid = cells >= 0
+    out[cells[valid]] = np.nonzero(valid)[0]
+    return out
+
+
+def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict], repeats: dict[str, int],
+                  target: Target, params: LayoutParams) -> Program:
+    """Emit phases, commands, operands, transfers, objects and uses for every op and wave."""
+    prog = Program(target, params, tensors, {}, repeats)
+    layout_of: dict[int, Layout] = {}
+    objs_of: dict[int, np.ndarray] = {}
+    for op, plan in zip(ops, plans, strict=True):
+        block = op["block"]
+        n_cells = len(plan.cell_tiles)
+        waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
+        for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0
+            tensor = t if t >= 0 else -t - 1
+            if tensor not in layout_of:
+                layout_of[tensor] = need
+                slots = np.nonzero(need.tiles.ravel() >= 0)[0]
+                objs_of[tensor] = prog.new_objects(need, slots, tensor, "activation", 0)
+        w_objs = {}
+        for t, lay in plan.weights.items():
+            w = tensors[t]
+            cls = params.weight_class if plan.kernel.startswith("amp") and len(w["shape"]) == 2 else "standard"
+            rep = repeats.get(block, 1) if w["per_instance"] else 1
+            w_objs[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
+        out_slot = _slot_of_cell(plan.output, n_cells)
+        out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
+        for wave in np.unique(waves):
+            cells = np.nonzero(waves == wave)[0]
+            operand_objs: dict[str, np.ndarray] = {}
+            pending = []
+            for i, (t, need) in enumerate(plan.needs.items()):
+                tensor = t if t >= 0 else -t - 1
+                src, src_objs = layout_of[tensor], objs_of[tensor]
+                slot = _slot_of_cell(need, n_cells)[cells]
+                if need.same_as(src) and need.replicas == 1:
+                    operand_objs[f"in{i}"] = src_objs[slot]
+                else:
+                    pending.append((i, tensor, need, slot))
+            xphase = -1
+            if pending and any(not np.all(route_local(layout_of[t], n, s)) for _, t, n, s in pending):
+                prog.phase("sync", plan, int(wave), block)
+                xphase = prog.phase("exchange", plan, int(wave), block)
+            cphase = prog.phase("compute", plan, int(wave), block)
+            for i, tensor, need, slot in pending:
+                first = xphase if xphase >= 0 else cphase
+                objs = prog.new_objects(need, slot, tensor, "activation", first,
+                                        name=f"{tensors[tensor]['name']}@{plan.name}")
+                prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase)
+                operand_objs[f"in{i}"] = objs
+            for t, slots in plan.weight_slots.items():
+                s = slots[cells]
+                operand_objs[f"w{t}"] = np.where(s >= 0, w_objs[t][np.maximum(s, 0)], -1)
+            out_tensor = op["output"]
+            target_layout = plan.partials if plan.partials is not None else plan.output
+            if plan.partials is not None:
+                pslot = _slot_of_cell(plan.partials, n_cells)[cells]
+                new_out = prog.new_objects(plan.partials, pslot, out_tensor, "activation", cphase, dtype_bytes=4,
+                                           name=f"{tensors[out_tensor]['name']}.partials")
+            elif op["kind"] == "add":  # residual add writes in place into the stream value (its first input)
+                new_out = operand_objs["in0"]
+            else:
+                new_out = prog.new_objects(target_layout, out_slot[cells], out_tensor, "activation", cphase)
+            cyc, calls, launches = cell_cycles(plan, target, params, cells)
+            sh = plan.cell_shape[cells]
+            cmd = prog.commands.add(len(cells), phase=cphase, tile=plan.cell_tiles[cells], op_id=plan.op_id,
+                                    kernel=plan.kernel, rows=sh[:, 0], cols=sh[:, 1], inner=sh[:, 2], groups=sh[:, 3],
+                                    calls=calls, launches=launches, est_cycles=cyc)
+            for role, objs in operand_objs.items():
+                ok = objs >= 0
+                prog.operands.add(int(ok.sum()), command_id=cmd[ok], object_id=objs[ok], role=role[:1], offset=0)
+                prog.use(objs[ok], cphase)
+            prog.operands.add(len(cells), command_id=cmd, object_id=new_out, role="out", offset=0)
+            prog.use(new_out, cphase)
+            out_cells = cells
+            if plan.partials is not None:
+                out_cells, new_out = _reduce(prog, plan, op, cells, new_out, int(wave), block)
+            out_objs[out_slot[out_cells]] = new_out
+        layout_of[op["output"]] = plan.output
+        objs_of[op["output"]] = out_objs
+    prog.final_phase = prog.phases.count - 1
+    for t, objs in objs_of.items():
+        if tensors[t]["role"] == "output":
+            prog.use(objs[objs >= 0], prog.final_phase)
+    return prog
+
+
+def route_local(src: Layout, need: Layout, slots: np.ndarray) -> np.ndarray:
+    """Whether every piece for the given need slots is already on its destination tile."""
+    pieces = route(src, need)
+    slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
+    sel = np.isin(slot, slots)
+    return pieces["src_tile"][sel] == pieces["dst_tile"][sel]
+
+
+def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_objs: np.ndarray, wave: int,
+            block: str) -> tuple[np.ndarray, np.ndarray]:
+    """Exchange inner-split partials to the s == 0 tile of each (row block, panel) and sum them there."""
+    red = plan.reduce_need
+    out_tensor = op["output"]
+    red_slot = _slot_of_cell(red, len(plan.cell_tiles))[cells]
+    keep = red_slot >= 0
+    rcells, rslot = cells[keep], red_slot[keep]
+    prog.phase("sync", plan, wave, block)
+    xphase = prog.phase("exchange", plan, wave, block)
+    cphase = prog.phase("compute", plan, wave, block)
+    part_layout = plan.partials
+    part_objs = np.full(part_layout.tiles.size, -1, dtype=np.int64)
+    part_objs[_slot_of_cell(part_layout, len(plan.cell_tiles))[cells]] = partial_objs
+    need_objs = prog.new_objects(red, rslot, out_tensor, "activation", xphase, dtype_bytes=4,
+                                 name=f"{prog.tensors[out_tensor]['name']}.reduce")
+    prog.move(part_layout, part_objs, red, rslot, need_objs, out_tensor, xphase, cphase, dtype_bytes=4)
+    out_slot = _slot_of_cell(plan.output, len(plan.cell_tiles))[rcells]
+    out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
+    sh = plan.cell_shape[rcells]
+    s = plan.partials.counts[0]
+    cyc = vector_cycles("reduce", sh[:, 0] * sh[:, 1] * s, prog.target)
+    cmd = prog.commands.add(len(rcells), phase=cphase, tile=plan.cell_tiles[rcells], op_id=plan.op_id,
+                            kernel="reduce", rows=sh[:, 0], cols=sh[:, 1], inner=s, groups=1, calls=1, launches=1,
+                            est_cycles=cyc)
+    prog.operands.add(len(rcells), command_id=cmd, object_id=need_objs, role="i", offset=0)
+    prog.operands.add(len(rcells), command_id=cmd, object_id=out, role="out", offset=0)
+    prog.use(need_objs, cphase)
+    prog.use(out, cphase)
+    return rcells, out
