@@ -288,3 +288,13 @@ def test_fuzz_parquet_only_format_errors(tmp_path: Path) -> None:
                                   next(_mutations(originals[name], rng, 1 + i % 4)))
         with contextlib.suppress(FormatError):
             read_parquet(path)
+
+
+def test_empty_profile_round_trips(tmp_path: Path) -> None:
+    from toolkit import tables
+    from toolkit.profile import crop
+
+    p = Profile(samples=tables.empty(tables.SAMPLES_SCHEMA))
+    q = read_capnp(write_capnp(p, tmp_path / "e.capnp"))
+    assert q.samples.height == 0 and crop(q).cropped_cycles == 0
+    assert read_profile(write_parquet(p, tmp_path / "e.parquet")).samples.height == 0
