@@ -310,28 +310,28 @@ def _read_groups(groups: pl.DataFrame, *, loopback: bool) -> tuple[np.ndarray, n
     if missing:
         msg = f"groups frame is missing column(s) {missing}; it needs {list(GROUP_COLUMNS)} (has {groups.columns})"
         raise ModelError(msg, field=missing[0], value=None)
-    df = groups.select(GROUP_COLUMNS).with_row_index("_row")
+    df = groups.select(GROUP_COLUMNS)
+    rows = np.arange(df.height)
     if isinstance(df.schema["destination"], pl.List):
-        empty = df.filter(pl.col("destination").list.len() == 0)
-        if empty.height:
-            _empty_group(empty["group"][0])
+        lengths = df["destination"].list.len().fill_null(0).to_numpy()
+        if len(lengths) and lengths.min() == 0:
+            _empty_group(df["group"][int(np.argmin(lengths))])
+        rows = np.repeat(rows, lengths)
         df = df.explode("destination")
     for col in GROUP_COLUMNS:
         if not df.schema[col].is_integer():
             msg = f"groups column {col!r} must hold integers, got {df.schema[col]}"
             raise ModelError(msg, field=col, value=str(df.schema[col]))
     for col in ("group", "source"):
-        nulls = df.filter(pl.col(col).is_null())
-        if nulls.height:
-            msg = f"groups column {col!r} is null in row {nulls['_row'][0]}; every row needs a {col}"
+        if df[col].null_count():
+            row = int(rows[df[col].is_null().arg_max()])
+            msg = f"groups column {col!r} is null in row {row}; every row needs a {col}"
             raise ModelError(msg, field=col, value=None)
-    nulls = df.filter(pl.col("destination").is_null())
-    if nulls.height:
-        _empty_group(nulls["group"][0])
+    if df["destination"].null_count():
+        _empty_group(df["group"][df["destination"].is_null().arg_max()])
     g = df["group"].to_numpy().astype(np.int64)
     s = df["source"].to_numpy().astype(np.int64)
     d = df["destination"].to_numpy().astype(np.int64)
-    rows = df["_row"].to_numpy()
     for name, arr in (("source", s), ("destination", d)):
         if len(arr) and arr.min() < 0:
             i = int(np.argmin(arr))
@@ -350,11 +350,10 @@ def _read_groups(groups: pl.DataFrame, *, loopback: bool) -> tuple[np.ndarray, n
         msg = (f"group {int(g[i])} has several sources ({int(s[i])} and {int(src[gid[i]])}); "
                "a group is what one source sends in one step")
         raise ModelError(msg, field="source", value=int(s[i]))
-    pair = gid * (int(d.max()) + 1 if len(d) else 1) + d
-    dup = np.unique(pair, return_counts=True)
-    if len(dup[1]) and dup[1].max() > 1:
-        key = dup[0][np.argmax(dup[1])]
-        i = int(np.flatnonzero(pair == key)[0])
+    pair = np.sort(gid * (int(d.max()) + 1 if len(d) else 1) + d)
+    dup = np.flatnonzero(pair[1:] == pair[:-1])
+    if len(dup):
+        i = int(np.flatnonzero(gid * (int(d.max()) + 1) + d == pair[dup[0]])[0])
         msg = f"group {int(g[i])} lists destination {int(d[i])} twice; each destination receives a group once"
         raise ModelError(msg, field="destination", value=int(d[i]))
     row_gid = np.zeros(groups.height, dtype=np.int64)
