@@ -210,99 +210,209 @@ def skyline(sl, su, size, rank, sections):  # pragma: no cover - compiled
     return offset
 
 
+# frame table columns: a frame is an independent part of the problem (a range of sections)
+F_LO, F_HI, F_D0, F_SPLIT, F_NEXT, F_END = 0, 1, 2, 3, 4, 5
+
+
 @njit(cache=True)
-def search(st, sl, su, size, rank, prev_same, adj_ptr, adj, capacity, budget,  # noqa: C901
-           m, placed, offset, seq, h, rem, undo_j, undo_v, undo_ptr, hundo, hundo_ptr):  # pragma: no cover
+def _undo(d, seq, sl, su, size, m, placed, h, rem, cross, undo_j, undo_v, undo_ptr, hundo, hundo_ptr,
+          uptr, hptr):  # pragma: no cover - compiled
+    """Undo the placement made at depth ``d`` (the last one still applied); returns (uptr, hptr)."""
+    cur = seq[d]
+    p = undo_ptr[d]
+    while uptr > p:
+        uptr -= 1
+        m[undo_j[uptr]] = undo_v[uptr]
+    p = hundo_ptr[d]
+    k = sl[cur]
+    while hptr > p:
+        hptr -= 1
+        h[k + (hptr - p)] = hundo[hptr]
+    for s in range(sl[cur], su[cur]):
+        rem[s] += size[cur]
+    for b in range(sl[cur] + 1, su[cur]):
+        cross[b] += 1
+    placed[cur] = False
+    return uptr, hptr
+
+
+@njit(cache=True)
+def _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed):  # pragma: no cover
+    """Next candidate of the frame [lo, hi) after key (ck, cr); returns (buffer or -1, unplaced in frame)."""
+    n = size.shape[0]
+    min_height = np.int64(1) << 62
+    inside = 0
+    for j in range(n):
+        if not placed[j] and sl[j] >= lo and su[j] <= hi:
+            inside += 1
+            if m[j] + size[j] < min_height:
+                min_height = m[j] + size[j]
+    best = -1
+    bk = 0
+    br = 0
+    for j in range(n):
+        if placed[j] or sl[j] < lo or su[j] > hi:
+            continue
+        pj = prev_same[j]
+        if pj >= 0 and not placed[pj]:
+            continue
+        mj = m[j]
+        rj = rank[j]
+        # canonical order within the frame, dominance (no needless gap), capacity
+        if mj < o or (mj == o and rj <= orank):
+            continue
+        if mj + size[j] > cap[j] or mj >= min_height:
+            continue
+        if mj < ck or (mj == ck and rj <= cr):
+            continue
+        if best < 0 or mj < bk or (mj == bk and rj < br):
+            best = j
+            bk = mj
+            br = rj
+    return best, inside
+
+
+@njit(cache=True)
+def _feasible(lo, hi, oi, sl, su, size, cap, capacity, m, placed, h, rem, fmin):  # pragma: no cover
+    """Section inference over the frame: every remaining buffer and every section's stack must fit."""
+    n = size.shape[0]
+    for s in range(lo, hi):
+        fmin[s] = capacity
+    for j in range(n):
+        if placed[j] or sl[j] < lo or su[j] > hi:
+            continue
+        mj = m[j]
+        f = mj if mj > oi else oi
+        if f + size[j] > cap[j]:
+            return False
+        for s in range(sl[j], su[j]):
+            if mj < fmin[s]:
+                fmin[s] = mj
+    for s in range(lo, hi):
+        r = rem[s]
+        if r > 0:
+            f = h[s]
+            if f < oi:
+                f = oi
+            if f < fmin[s]:
+                f = fmin[s]
+            if f + r > capacity:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp):  # pragma: no cover - compiled
+    """After placing ``i``: push the non-empty independent parts of [lo, hi) onto ``cutbuf``.
+
+    Returns the new ``cbp``; fewer than two parts push nothing.
+    """
+    n = sl.shape[0]
+    start = cbp
+    b0 = max(sl[i] + 1, lo + 1)
+    b1 = min(su[i], hi)
+    cuts = 0
+    for b in range(b0, b1):
+        if cross[b] == 0:
+            cuts += 1
+    if cuts == 0:
+        return start
+    a = lo
+    parts = 0
+    for b in range(b0, b1 + 1):
+        if b < b1 and cross[b] != 0:
+            continue
+        c = b if b < b1 else hi
+        # range [a, c) is independent of the rest; keep it if some unplaced buffer lies in it
+        nonempty = False
+        for j in range(n):
+            if not placed[j] and sl[j] >= a and su[j] <= c:
+                nonempty = True
+                break
+        if nonempty:
+            cutbuf[cbp] = a
+            cutbuf[cbp + 1] = c
+            cbp += 2
+            parts += 1
+        a = c
+    if parts < 2:
+        return start
+    return cbp
+
+
+@njit(cache=True)
+def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budget,  # noqa: C901
+           m, placed, offset, seq, h, rem, cross, undo_j, undo_v, undo_ptr, hundo, hundo_ptr,
+           frames, cutbuf, cut_ptr):  # pragma: no cover - compiled
     """Run at most ``budget`` nodes of the depth-first search; returns the status.
 
-    ``st`` holds [depth, nodes, status, uptr, hptr]; every other array is
-    search state owned by the caller so the search resumes where it stopped.
-    At depth d, ``seq[d]`` is the buffer being tried (-1 = pick the first).
+    ``st`` holds [depth, nodes, status, uptr, hptr, top frame, cutbuf pointer];
+    every other array is search state owned by the caller so the search
+    resumes where it stopped. At depth d, ``seq[d]`` is the buffer being tried
+    (-1 = pick the first). Frames are independent parts found by dynamic
+    temporal decomposition: a part is solved on its own, and when one fails
+    the search jumps back to the placement that split them.
     """
-    n = size.shape[0]
     nsec = h.shape[0]
     fmin = np.empty(nsec, np.int64)
-    d = st[0]
-    nodes = st[1]
-    uptr = st[3]
-    hptr = st[4]
+    d, nodes, uptr, hptr, top, cbp = st[0], st[1], st[3], st[4], st[5], st[6]
     spent = 0
+    status = RUNNING
     while spent < budget:
-        if d == n:
-            st[0] = d
-            st[1] = nodes
-            st[2] = FOUND
-            st[3] = uptr
-            st[4] = hptr
-            return FOUND
-        # the floor set by the previous placement (canonical order)
-        if d > 0:
-            last = seq[d - 1]
-            o = offset[last]
-            orank = rank[last]
+        lo = frames[top, F_LO]
+        hi = frames[top, F_HI]
+        d0 = frames[top, F_D0]
+        if d > d0:
+            o = offset[seq[d - 1]]
+            orank = rank[seq[d - 1]]
         else:
             o = -1
             orank = -1
         cur = seq[d]
+        ck = -1
+        cr = -1
         if cur >= 0:
-            # undo the placement of cur made at this depth, then move to the next candidate
-            p = undo_ptr[d]
-            while uptr > p:
-                uptr -= 1
-                m[undo_j[uptr]] = undo_v[uptr]
-            p = hundo_ptr[d]
-            k = sl[cur]
-            while hptr > p:
-                hptr -= 1
-                h[k + (hptr - p)] = hundo[hptr]
-            for s in range(sl[cur], su[cur]):
-                rem[s] += size[cur]
-            placed[cur] = False
+            uptr, hptr = _undo(d, seq, sl, su, size, m, placed, h, rem, cross, undo_j, undo_v, undo_ptr,
+                               hundo, hundo_ptr, uptr, hptr)
+            cbp = cut_ptr[d]
             ck = m[cur]
             cr = rank[cur]
-        else:
-            ck = -1
-            cr = -1
-        # next candidate: smallest (m, rank) strictly above (ck, cr), canonical and fitting
-        best = -1
-        bk = 0
-        br = 0
-        # dominance: a buffer placed at or above the top some remaining buffer could reach leaves a needless gap
-        min_height = capacity + 1
-        for j in range(n):
-            if not placed[j] and m[j] + size[j] < min_height:
-                min_height = m[j] + size[j]
-        for j in range(n):
-            if placed[j]:
-                continue
-            pj = prev_same[j]
-            if pj >= 0 and not placed[pj]:
-                continue
-            mj = m[j]
-            rj = rank[j]
-            if mj < o or (mj == o and rj <= orank):
-                continue
-            if mj + size[j] > capacity or mj >= min_height:
-                continue
-            if mj < ck or (mj == ck and rj <= cr):
-                continue
-            if best < 0 or mj < bk or (mj == bk and rj < br):
-                best = j
-                bk = mj
-                br = rj
-        if best < 0:
-            # exhausted this depth: backtrack
+        best, inside = _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed)
+        if inside == 0:
+            # frame complete: continue with the next independent part, or complete the parent
             seq[d] = -1
-            if d == 0:
-                st[0] = 0
-                st[1] = nodes
-                st[2] = EXHAUSTED
-                st[3] = uptr
-                st[4] = hptr
-                return EXHAUSTED
-            d -= 1
+            while True:
+                if frames[top, F_NEXT] < frames[top, F_END]:
+                    q = frames[top, F_NEXT]
+                    frames[top, F_LO] = cutbuf[q]
+                    frames[top, F_HI] = cutbuf[q + 1]
+                    frames[top, F_D0] = d
+                    frames[top, F_NEXT] = q + 2
+                    break
+                if top == 0:
+                    status = FOUND
+                    break
+                top -= 1
+            if status == FOUND:
+                break
             continue
-        # place best at its lowest offset
+        if best < 0:
+            seq[d] = -1
+            if d > d0:
+                d -= 1
+                continue
+            sd = frames[top, F_SPLIT]
+            if sd < 0:
+                status = EXHAUSTED
+                break
+            # this part cannot be solved: jump back to the placement that split it off
+            for dd in range(d - 1, sd, -1):
+                uptr, hptr = _undo(dd, seq, sl, su, size, m, placed, h, rem, cross, undo_j, undo_v, undo_ptr,
+                                   hundo, hundo_ptr, uptr, hptr)
+                seq[dd] = -1
+            top -= 1
+            d = sd
+            continue
         i = best
         seq[d] = i
         nodes += 1
@@ -310,59 +420,37 @@ def search(st, sl, su, size, rank, prev_same, adj_ptr, adj, capacity, budget,  #
         oi = m[i]
         offset[i] = oi
         placed[i] = True
-        top = oi + size[i]
+        top_i = oi + size[i]
         undo_ptr[d] = uptr
         hundo_ptr[d] = hptr
+        cut_ptr[d] = cbp
         for s in range(sl[i], su[i]):
             hundo[hptr] = h[s]
             hptr += 1
-            h[s] = top
+            h[s] = top_i
             rem[s] -= size[i]
+        for b in range(sl[i] + 1, su[i]):
+            cross[b] -= 1
         for q in range(adj_ptr[i], adj_ptr[i + 1]):
             j = adj[q]
-            if not placed[j] and m[j] < top:
+            if not placed[j] and m[j] < top_i:
                 undo_j[uptr] = j
                 undo_v[uptr] = m[j]
                 uptr += 1
-                m[j] = top
-        # inference: every remaining buffer and every section's remaining stack must fit
-        ok = True
-        for s in range(nsec):
-            fmin[s] = capacity
-        for j in range(n):
-            if not placed[j]:
-                mj = m[j]
-                for s in range(sl[j], su[j]):
-                    if mj < fmin[s]:
-                        fmin[s] = mj
-        for s in range(nsec):
-            r = rem[s]
-            if r > 0:
-                f = h[s]
-                if f < oi:
-                    f = oi
-                if f < fmin[s]:
-                    f = fmin[s]
-                if f + r > capacity:
-                    ok = False
-                    break
-        if ok:
-            for j in range(n):
-                if not placed[j]:
-                    f = m[j]
-                    if f < oi:
-                        f = oi
-                    if f + size[j] > capacity:
-                        ok = False
-                        break
-        if ok:
+                m[j] = top_i
+        if _feasible(lo, hi, oi, sl, su, size, cap, capacity, m, placed, h, rem, fmin):
+            nb = _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp)
+            if nb > cbp:
+                top += 1
+                frames[top, F_LO] = cutbuf[cbp]
+                frames[top, F_HI] = cutbuf[cbp + 1]
+                frames[top, F_D0] = d + 1
+                frames[top, F_SPLIT] = d
+                frames[top, F_NEXT] = cbp + 2
+                frames[top, F_END] = nb
+                cbp = nb
             d += 1
-            if d < n:
-                seq[d] = -1
-        # else: stay at depth d; next loop undoes i and tries the next candidate
-    st[0] = d
-    st[1] = nodes
-    st[2] = RUNNING
-    st[3] = uptr
-    st[4] = hptr
-    return RUNNING
+            seq[d] = -1
+        # else: stay at depth d; the next loop undoes i and tries the next candidate
+    st[0], st[1], st[2], st[3], st[4], st[5], st[6] = d, nodes, status, uptr, hptr, top, cbp
+    return status

@@ -29,6 +29,8 @@ from toolkit.placement import _kernels as K
 SEARCH_MAX_PAIRS = 4_000_000
 #: nodes per call into the compiled search between time checks
 SEARCH_SLICE = 20_000
+#: how many tie-break orders the search restarts cycle through
+SEARCH_HEURISTICS = 5
 
 
 class ArenaStatus(StrEnum):
@@ -277,45 +279,62 @@ def _previous_identical(sl, su, size) -> np.ndarray:
     return prev
 
 
-def _search(lower, upper, sl, su, size, sections, capacity, *, deadline):
-    """Restarted depth-first search; returns (offsets or None, exhausted, nodes, restarts)."""
+def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=None, floors=None):
+    """Restarted depth-first search; returns (offsets or None, exhausted, nodes, restarts).
+
+    ``caps`` (per buffer, default ``capacity``) bound each buffer's top and
+    ``floors`` (default 0) its offset; the search stays exact with both.
+    """
     adj = _adjacency(sl, su)
     if adj is None:
         return None, False, 0, 0
     ptr, nbr = adj
     prev = _previous_identical(sl, su, size)
     n = len(size)
-    ranks = _ranks(sl, su, size, lower, upper, sections)[:3]
+    cap = np.full(n, capacity, np.int64) if caps is None else np.asarray(caps, np.int64)
+    floor = np.zeros(n, np.int64) if floors is None else np.asarray(floors, np.int64)
+    if floors is not None:  # identical buffers must also share their bounds to be interchangeable
+        prev = np.where((prev >= 0) & (cap[np.maximum(prev, 0)] == cap) & (floor[np.maximum(prev, 0)] == floor),
+                        prev, -1)
+    ranks = _ranks(sl, su, size, lower, upper, sections)[:SEARCH_HEURISTICS]
+    live = np.zeros(sections + 1, np.int64)
+    np.add.at(live, sl, size)
+    np.add.at(live, su, -size)
+    live = np.cumsum(live)[:sections]
+    crossing = np.zeros(sections + 2, np.int64)
+    np.add.at(crossing, sl + 1, 1)
+    np.add.at(crossing, su, -1)
+    crossing = np.cumsum(crossing)[: sections + 1]
     nodes = 0
     budget = 2 * n
     restarts = 0
     while time.perf_counter() < deadline:
         _name, rank = ranks[restarts % len(ranks)]
-        st = np.zeros(5, np.int64)
-        m = np.zeros(n, np.int64)
-        placed = np.zeros(n, np.bool_)
-        offsets = np.zeros(n, np.int64)
-        seq = np.full(n, -1, np.int64)
-        h = np.zeros(sections, np.int64)
-        rem = np.zeros(sections + 1, np.int64)
-        np.add.at(rem, sl, size)
-        np.add.at(rem, su, -size)
-        rem = np.cumsum(rem)[:sections]
-        undo_j = np.zeros(len(nbr) + 1, np.int64)
-        undo_v = np.zeros(len(nbr) + 1, np.int64)
-        undo_ptr = np.zeros(n + 1, np.int64)
-        hundo = np.zeros(int((su - sl).sum()) + 1, np.int64)
-        hundo_ptr = np.zeros(n + 1, np.int64)
+        st = np.zeros(7, np.int64)
+        frames = np.zeros((n + 2, 6), np.int64)
+        frames[0] = (0, sections, 0, -1, 0, 0)
+        state = dict(
+            m=floor.copy(), placed=np.zeros(n, np.bool_), offsets=np.zeros(n, np.int64),
+            seq=np.full(n + 1, -1, np.int64), h=np.zeros(sections, np.int64), rem=live.copy(),
+            cross=crossing.copy(), undo_j=np.zeros(len(nbr) + 1, np.int64), undo_v=np.zeros(len(nbr) + 1, np.int64),
+            undo_ptr=np.zeros(n + 1, np.int64), hundo=np.zeros(int((su - sl).sum()) + 1, np.int64),
+            hundo_ptr=np.zeros(n + 1, np.int64), cutbuf=np.zeros(4 * (sections + n) + 8, np.int64),
+            cut_ptr=np.zeros(n + 1, np.int64),
+        )
         spent = 0
         status = K.RUNNING
         while status == K.RUNNING and spent < budget and time.perf_counter() < deadline:
             before = int(st[1])
-            status = K.search(st, sl, su, size, rank, prev, ptr, nbr, capacity, min(SEARCH_SLICE, budget - spent),
-                              m, placed, offsets, seq, h, rem, undo_j, undo_v, undo_ptr, hundo, hundo_ptr)
+            status = K.search(
+                st, sl, su, size, cap, rank, prev, ptr, nbr, capacity, min(SEARCH_SLICE, budget - spent),
+                state["m"], state["placed"], state["offsets"], state["seq"], state["h"], state["rem"],
+                state["cross"], state["undo_j"], state["undo_v"], state["undo_ptr"], state["hundo"],
+                state["hundo_ptr"], frames, state["cutbuf"], state["cut_ptr"],
+            )
             spent += int(st[1]) - before
         nodes += int(st[1])
         if status == K.FOUND:
-            return offsets, False, nodes, restarts
+            return state["offsets"], False, nodes, restarts
         if status == K.EXHAUSTED:
             return None, True, nodes, restarts
         restarts += 1

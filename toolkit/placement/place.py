@@ -1,0 +1,448 @@
+"""``place``: one joint SRAM placement pass per tile, every memory object together.
+
+Contract: takes the memory objects (``tables.OBJECTS_SCHEMA``) of every tile and
+a :class:`~toolkit.target.Target`; returns a :class:`Placement` whose frames
+give every object's address (``PLACEMENT_SCHEMA``), per tile and event the
+occupancy (``OCCUPANCY_SCHEMA``) and, for tiles that did not fit, why
+(``FAILURES_SCHEMA``, empty when all fit).
+
+Rules (DESIGN section 3): an alias shares its root's address and the root lives
+over the union of their lifetimes; a contiguity group is one request whose
+members sit back to back by object_id; an iterated parameter (``repeat_count``
+n > 1) is n instances at a uniform stride; support objects are reserved first;
+auxiliary objects only use addresses no other object ever occupies; requests go
+by first use, interleaved first at a shared start, then larger alignment, then
+larger size; standard requests prefer their regions in order, low addresses
+first; interleaved requests only go in interleaved regions; executable requests
+go in the code regions and share no instruction element with live data;
+bank-separated requests reserve whole elements (16 KiB below 0x80000, 32 KiB
+pairs above). One free pool for both classes.
+
+Tiles whose requests are identical (every column but ids and names, in
+placement order) are placed once and the result is joined onto the others.
+When the greedy pass fails on a tile, other orders are tried, then the exact
+arena search (for tiles without element rules); when that fails too, the
+failure row names the busiest event and says whether infeasibility is proven.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from toolkit.errors import ModelError
+from toolkit.placement import _tiles as T
+from toolkit.placement.arena import _search, _sections
+from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty, frame
+from toolkit.target import Target
+
+ACCESS = ("data", "executable")
+CLASSES = ("standard", "interleaved")
+#: request columns that decide a tile's placement (the tile signature)
+SIGNATURE = ["phase", "first", "last", "size", "align", "count", "excl", "exec", "interleaved", "regions", "offsets"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementOptions:
+    """Knobs of :func:`place`."""
+
+    search_seconds: float = 2.0     # time limit of the exact search per distinct failing tile
+    occupancy: bool = True          # compute the occupancy frame
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Addresses for every memory object on every tile."""
+
+    placement: pl.DataFrame   # PLACEMENT_SCHEMA
+    occupancy: pl.DataFrame   # OCCUPANCY_SCHEMA
+    failures: pl.DataFrame    # FAILURES_SCHEMA (empty when everything fits)
+    distinct_tiles: int       # tiles actually placed (one per request signature)
+    seconds: float
+
+    @property
+    def fits(self) -> bool:
+        return self.failures.height == 0
+
+
+def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | None = None) -> Placement:
+    """Place every object of every tile in one joint pass per distinct tile."""
+    t0 = time.perf_counter()
+    options = options or PlacementOptions()
+    objects = check_objects(objects, target).sort("tile", "object_id")
+    geo = _Geometry(target)
+    tile = objects["tile"].to_numpy()
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(tile)) + 1])
+    counts = np.diff(np.concatenate([starts, [len(tile)]]))
+    local = np.arange(len(tile)) - np.repeat(starts, counts)
+    sig = _signatures(objects, local, starts, counts)
+    reps = np.unique(sig, return_index=True)[1]           # first tile of each signature
+    rep_tiles = tile[starts[reps]]
+    rep_obj = objects.filter(pl.col("tile").is_in(rep_tiles.tolist()))
+    req, members = _requests(rep_obj, geo)
+    req = _order(req)
+    res, tile_ok, proven = _place_reps(req, geo, options)
+    req = req.with_columns(**{k: pl.Series(v) for k, v in res.items()})
+    rep_cols = _expand(req, members, geo)                  # rows of rep_obj, in its order
+    # broadcast: object k of a tile takes the result of object k of its signature's representative
+    rep_start = np.zeros(int(sig.max()) + 1, np.int64)
+    rep_start[sig[reps]] = np.concatenate([[0], np.cumsum(counts[reps])[:-1]])
+    gather = rep_start[np.repeat(sig, counts)] + local
+    cols = {k: v[gather] for k, v in rep_cols.items()}
+    keep = cols["address"] >= 0
+    placement = frame({"object_id": objects["object_id"].to_numpy()[keep], "tile": tile[keep],
+                       **{k: v[keep] for k, v in cols.items()}}, PLACEMENT_SCHEMA, what="placement")
+    tiles_of_rep = {int(s): tile[starts[sig == s]] for s in np.flatnonzero(np.bincount(sig) > 0)}
+    sig_of_rep = sig[reps]
+    failures = _failures(req, sig_of_rep, tile_ok, proven, tiles_of_rep, geo)
+    occupancy = _occupancy(req, res, sig_of_rep, tiles_of_rep, geo) if options.occupancy else empty(OCCUPANCY_SCHEMA)
+    return Placement(placement=placement, occupancy=occupancy, failures=failures,
+                     distinct_tiles=len(reps), seconds=time.perf_counter() - t0)
+
+
+def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A signature id per tile: equal when the tiles' objects are equal but for ids and names."""
+    ref = obj.select("tile", "object_id", pl.Series("local", local))
+    cols = [
+        pl.col("kind") == "support", "size_bytes", "align", "first", "last", "access", "class", "regions",
+        "repeat_count", pl.col("separate_from").list.len().fill_null(0) > 0, "auxiliary",
+    ]
+    extra = []
+    if obj["alias_of"].is_not_null().any():
+        extra.append(obj.select("alias_of").join(ref.select("object_id", "local"), left_on="alias_of",
+                                                 right_on="object_id", how="left")["local"].alias("alias_local"))
+    if obj["group"].is_not_null().any():
+        extra.append(obj.select(pl.Series("local", local).min().over("tile", "group").alias("group_local"),
+                                pl.col("group").is_not_null().alias("grouped")).select(
+            pl.when("grouped").then("group_local").alias("group_local"))["group_local"])
+    h = obj.with_columns(extra).select(pl.struct([*cols, *[e.name for e in extra]]).hash())
+    h = h.to_series().to_numpy().astype(np.uint64)
+    with np.errstate(over="ignore"):
+        k = local.astype(np.uint64)
+        a = (h ^ (k * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
+        b = (h + k * np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)
+        key = np.stack([np.add.reduceat(a, starts), np.bitwise_xor.reduceat(b, starts), counts.astype(np.uint64)], 1)
+    return np.unique(key, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+# -- input checks ----------------------------------------------------------------------
+def check_objects(objects: pl.DataFrame, target: Target) -> pl.DataFrame:
+    """The objects frame in schema order; ModelError naming the field, object and value when bad."""
+    missing = [c for c in OBJECTS_SCHEMA if c not in objects.columns]
+    if missing:
+        msg = f"objects frame lacks column(s) {missing}; see tables.OBJECTS_SCHEMA"
+        raise ModelError(msg, field=missing[0])
+    if any(objects.schema[c] != t for c, t in OBJECTS_SCHEMA.items()):
+        objects = objects.select([pl.col(c).cast(t) for c, t in OBJECTS_SCHEMA.items()])
+    else:
+        objects = objects.select(list(OBJECTS_SCHEMA))
+    regions = sorted(int(r) for r in target.regions()["region"])
+    rules = [(pl.col(c).is_null(), c, "is missing")
+             for c in ("object_id", "tile", "size_bytes", "align", "first", "last", "access", "class", "regions")]
+    rules += [
+        (pl.col("object_id").is_duplicated() & (pl.col("object_id").n_unique() < pl.len()), "object_id",
+         "is not unique"),
+        (pl.col("size_bytes") < 0, "size_bytes", "is negative"),
+        ((pl.col("align") <= 0) | ((pl.col("align") & (pl.col("align") - 1)) != 0), "align",
+         "must be a positive power of two"),
+        (pl.col("last") < pl.col("first"), "last", "is before first (lifetimes are [first, last] inclusive)"),
+        (~pl.col("access").is_in(ACCESS), "access", f"must be one of {ACCESS}"),
+        (~pl.col("class").is_in(CLASSES), "class", f"must be one of {CLASSES}"),
+        (pl.col("repeat_count").fill_null(1) < 1, "repeat_count", "must be >= 1"),
+        (pl.col("regions").list.len() == 0, "regions", "is empty; list the allowed regions in preference order"),
+        ((pl.col("regions").list.min() < min(regions)) | (pl.col("regions").list.max() > max(regions)), "regions",
+         f"names a region the target does not have (regions {regions})"),
+        (pl.col("alias_of").is_not_null() & pl.col("group").is_not_null(), "group",
+         "is set on an alias; group the alias root instead"),
+    ]
+    flags = objects.select([e.fill_null(False).any().alias(str(k)) for k, (e, _, _) in enumerate(rules)]).row(0)
+    for hit, (expr, field, why) in zip(flags, rules, strict=True):
+        if hit:
+            row = objects.filter(expr.fill_null(False)).row(0, named=True)
+            msg = f"object {row['object_id']} ({row['name']!r}, tile {row['tile']}): {field}={row[field]!r} {why}"
+            raise ModelError(msg, field=field, value=row[field], tile=row["tile"])
+    alias = objects.filter(pl.col("alias_of").is_not_null())
+    if alias.height:
+        roots = alias.select("object_id", "tile", "name", "alias_of").join(
+            objects.select(pl.col("object_id").alias("alias_of"), pl.col("tile").alias("root_tile")),
+            on="alias_of", how="left")
+        bad = roots.filter(pl.col("root_tile").is_null() | (pl.col("root_tile") != pl.col("tile")))
+        if bad.height:
+            row = bad.row(0, named=True)
+            where = "is not an object id" if row["root_tile"] is None else f"is on tile {row['root_tile']}"
+            msg = (f"object {row['object_id']} ({row['name']!r}, tile {row['tile']}): alias_of={row['alias_of']} "
+                   f"{where}; an alias root must be an object of the same tile")
+            raise ModelError(msg, field="alias_of", value=row["alias_of"], tile=row["tile"])
+    return objects
+
+
+# -- requests -------------------------------------------------------------------------
+class _Geometry:
+    """Region windows and element grids of the target, as arrays."""
+
+    def __init__(self, target: Target) -> None:
+        reg = target.regions().sort("region")
+        self.target = target
+        self.region_ids = reg["region"].to_numpy().astype(np.int64)
+        n = int(self.region_ids.max()) + 1
+        self.rstart = np.zeros(n, np.int64)
+        self.rend = np.zeros(n, np.int64)
+        self.relem = np.ones(n, np.int64)
+        self.rstart[self.region_ids] = reg["start"].to_numpy()
+        self.rend[self.region_ids] = np.minimum(reg["end"].to_numpy(), target.load_limit)
+        self.relem[self.region_ids] = reg["element_bytes"].to_numpy()
+        self.interleaved = [int(r) for r, i in zip(reg["region"], reg["interleaved"], strict=True) if i]
+        self.code = [int(r) for r in target.code_regions]
+        el = target.elements()
+        self.el_offset = el["offset"].to_numpy()
+        self.capacity = target.load_limit - target.memory_start
+        self.interleaved_capacity = int(sum(max(0, self.rend[r] - self.rstart[r]) for r in self.interleaved))
+
+
+def _requests(objects: pl.DataFrame, geo: _Geometry) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Resolve aliases and groups into placement requests; members map objects onto them."""
+    obj = objects.with_columns(pl.col("repeat_count").fill_null(1))
+    # alias roots (chains resolved by repeated joins; chains are short)
+    root = obj.select("object_id", pl.coalesce("alias_of", "object_id").alias("root"))
+    for _ in range(8):
+        nxt = root.join(root.rename({"object_id": "root", "root": "r2"}), on="root", how="left")
+        if nxt.filter(pl.col("r2") != pl.col("root")).height == 0:
+            break
+        root = nxt.select("object_id", pl.col("r2").alias("root"))
+    obj = obj.join(root, on="object_id", how="left")
+    span = obj.group_by("root").agg(pl.col("first").min().alias("rf"), pl.col("last").max().alias("rl"),
+                                     pl.col("size_bytes").max().alias("rs"))
+    roots = obj.filter(pl.col("object_id") == pl.col("root")).join(span, on="root", how="left").with_columns(
+        pl.col("rf").alias("first"), pl.col("rl").alias("last"), pl.col("rs").alias("size_bytes"))
+    # groups: one request per group, members back to back by object_id at the group's largest alignment
+    roots = roots.with_columns(pl.coalesce(pl.col("group").cast(pl.Int64) * -1 - 1, "object_id").alias("req_id"))
+    roots = roots.sort("req_id", "object_id").with_columns(
+        pl.col("align").max().over("tile", "req_id").alias("galign"))
+    roots = roots.with_columns(
+        ((pl.col("size_bytes") + pl.col("galign") - 1) // pl.col("galign") * pl.col("galign")).alias("padded"))
+    roots = roots.with_columns(
+        (pl.col("padded").cum_sum().over("tile", "req_id") - pl.col("padded")).alias("member_offset"))
+    interleaved = pl.col("class") == "interleaved"
+    req = roots.group_by("tile", "req_id", maintain_order=True).agg(
+        pl.when(pl.col("kind").eq("support").any()).then(T.SUPPORT)
+        .when(pl.col("auxiliary").fill_null(False).all()).then(T.AUXILIARY)
+        .otherwise(T.NORMAL).alias("phase"),
+        pl.col("first").min(), pl.col("last").max(),
+        pl.when(pl.len() > 1).then(pl.col("padded").sum()).otherwise(pl.col("size_bytes").first()).alias("size"),
+        pl.col("galign").first().alias("align"),
+        pl.col("repeat_count").max().alias("count"),
+        (pl.col("separate_from").list.len().fill_null(0) > 0).any().alias("excl"),
+        (pl.col("access") == "executable").any().alias("exec"),
+        interleaved.any().alias("interleaved"),
+        pl.col("regions").first(),
+        pl.col("member_offset").alias("offsets"),
+    )
+    req = _allowed_regions(req, geo)
+    members = obj.join(roots.select("object_id", "req_id", "member_offset"), left_on="root", right_on="object_id",
+                       how="left").select("object_id", "tile", "req_id", "member_offset", "size_bytes",
+                                          "repeat_count", "alias_of", "first", "last", "class", "access")
+    return req, members
+
+
+def _allowed_regions(req: pl.DataFrame, geo: _Geometry) -> pl.DataFrame:
+    inter = pl.lit(geo.interleaved, dtype=pl.List(pl.Int8))
+    code = pl.lit(geo.code, dtype=pl.List(pl.Int8))
+    regions = (
+        pl.when(pl.col("exec")).then(pl.col("regions").list.set_intersection(code))
+        .when(pl.col("interleaved")).then(pl.col("regions").list.set_intersection(inter))
+        .otherwise(pl.col("regions"))
+    )
+    req = req.with_columns(regions.alias("regions"))
+    bad = req.filter(pl.col("regions").list.len() == 0)
+    if bad.height:
+        row = bad.row(0, named=True)
+        what = "executable" if row["exec"] else "interleaved"
+        allowed = geo.code if row["exec"] else geo.interleaved
+        msg = (f"request {row['req_id']} on tile {row['tile']} is {what} but its regions allow none of "
+               f"regions {allowed}; add one of them to its regions")
+        raise ModelError(msg, field="regions", tile=row["tile"])
+    return req
+
+
+def _order(req: pl.DataFrame) -> pl.DataFrame:
+    """Placement order: support, first use, interleaved first, larger alignment, larger size; auxiliary last."""
+    return req.sort(
+        ["tile", "phase", "first", "interleaved", "align", "size", "req_id"],
+        descending=[False, False, False, True, True, True, False],
+    ).with_columns(pl.int_range(pl.len()).over("tile").alias("pos"))
+
+
+# -- the greedy pass and its fallbacks ------------------------------------------------------
+def _arrays(rep: pl.DataFrame) -> dict[str, np.ndarray]:
+    tiles = rep["tile"].to_numpy()
+    bounds = np.flatnonzero(np.diff(tiles)) + 1
+    ptr = np.concatenate([[0], bounds, [len(tiles)]]).astype(np.int64)
+    width = max(int(rep["regions"].list.len().max() or 1), 1)
+    pref = np.full((rep.height, width), -1, np.int64)
+    for k in range(width):
+        pref[:, k] = rep["regions"].list.get(k, null_on_oob=True).fill_null(-1).to_numpy()
+    arr = {c: rep[c].to_numpy().astype(np.int64) for c in ("phase", "first", "last", "size", "align", "count")}
+    arr.update(excl=rep["excl"].to_numpy(), exec=rep["exec"].to_numpy(), pref=pref, ptr=ptr)
+    return arr
+
+
+def _greedy(a: dict[str, np.ndarray], geo: _Geometry, *, drop: bool = True):
+    return T.place_greedy(a["ptr"], a["phase"], a["first"], a["last"], a["size"], a["align"], a["count"], a["excl"],
+                          a["exec"], a["pref"], geo.rstart, geo.rend, geo.relem,
+                          geo.target.instruction_element_bytes, drop)
+
+
+def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
+    a = _arrays(rep)
+    address, region, stride, extent, ok = _greedy(a, geo)
+    res = {"address": address, "region": region, "stride": stride, "extent": extent}
+    proven = np.zeros(len(ok), bool)
+    for t in np.flatnonzero(~ok):
+        lo, hi = int(a["ptr"][t]), int(a["ptr"][t + 1])
+        got, proven[t] = _retry_tile(rep.slice(lo, hi - lo), geo, options)
+        if got is not None:
+            for k in res:
+                res[k][lo:hi] = got[k]
+            ok[t] = True
+    return res, ok, proven
+
+
+def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
+    """Other orders, then the exact arena search; (result or None, infeasibility proven)."""
+    orders = [
+        (["phase", "size", "align"], [False, True, True]),
+        (["phase", "interleaved", "size"], [False, True, True]),
+        (["phase", "last", "size"], [False, True, True]),
+    ]
+    for cols, desc in orders:
+        perm = tile.with_row_index("_row").sort(cols, descending=desc, maintain_order=True)
+        a = _arrays(perm.with_columns(pl.lit(0).alias("tile")))
+        address, region, stride, extent, ok = _greedy(a, geo, drop=False)
+        if ok[0]:
+            back = np.argsort(perm["_row"].to_numpy())
+            return {"address": address[back], "region": region[back], "stride": stride[back],
+                    "extent": extent[back]}, False
+    return _exact_tile(tile, geo, options)
+
+
+def _exact_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
+    """Exact arena search in addresses counted down from the load limit; (result or None, proven infeasible)."""
+    if tile["excl"].any() or tile["exec"].any() or (tile["phase"] == T.AUXILIARY).any():
+        return None, False
+    unit = int(np.lcm.reduce(tile["align"].to_numpy()))
+    top = geo.target.load_limit
+    if unit > 64 or top % unit or geo.target.memory_start % unit:
+        return None, False
+    count = tile["count"].to_numpy()
+    size = tile["size"].to_numpy()
+    align = tile["align"].to_numpy()
+    total = np.where(count > 1, -(-size // align) * align * count, size)
+    usize = -(-total // unit)
+    lo_addr = np.array([min(geo.rstart[r] for r in rs) for rs in tile["regions"].to_list()])
+    hi_addr = np.array([max(geo.rend[r] for r in rs) for rs in tile["regions"].to_list()])
+    caps = (top - lo_addr) // unit
+    floors = -(-(top - hi_addr) // unit)
+    first = tile["first"].to_numpy().astype(np.int64)
+    last = tile["last"].to_numpy().astype(np.int64) + 1
+    sl, su, sections = _sections(first, last)
+    deadline = time.perf_counter() + options.search_seconds
+    found, exhausted, _nodes, _restarts = _search(first, last, sl, su, usize, sections, geo.capacity // unit,
+                                                  deadline=deadline, caps=caps, floors=floors)
+    if found is None:
+        return None, exhausted
+    address = top - (found + usize) * unit
+    region = np.searchsorted(geo.rstart, address, side="right") - 1
+    # a request must sit inside one allowed region (the search may straddle a boundary)
+    inside = (address + total <= geo.rend[region]) & np.array(
+        [int(r) in rs for r, rs in zip(region, tile["regions"].to_list(), strict=True)])
+    if not inside.all():
+        return None, False
+    stride = np.where(count > 1, -(-size // align) * align, size)
+    return {"address": address, "region": region, "stride": stride, "extent": total}, False
+
+
+# -- results ------------------------------------------------------------------------------
+def _expand(req: pl.DataFrame, members: pl.DataFrame, geo: _Geometry) -> dict[str, np.ndarray]:
+    """Per object of the representative tiles (tile, object_id order): address, stride, region, elements."""
+    got = members.join(req.select("tile", "req_id", "address", "region", "stride", "extent", "count"),
+                       on=["tile", "req_id"], how="left").sort("tile", "object_id")
+    placed = got["address"].to_numpy() >= 0
+    address = np.where(placed, got["address"].to_numpy() + got["member_offset"].to_numpy(), -1)
+    count = got["count"].to_numpy()
+    size = got["size_bytes"].to_numpy()
+    whole = (count <= 1) & (got["member_offset"].to_numpy() == 0) & (got["alias_of"].is_null().to_numpy())
+    ext = np.where(whole, got["extent"].to_numpy(), size)
+    ext = np.where(count > 1, got["extent"].to_numpy(), ext)
+    first_el = np.searchsorted(geo.el_offset, address, side="right") - 1
+    last_el = np.searchsorted(geo.el_offset, address + np.maximum(ext, 1) - 1, side="right") - 1
+    stride = np.where(count > 1, got["stride"].to_numpy(), ext)
+    return {"address": address, "stride_bytes": stride, "region": got["region"].to_numpy(),
+            "first_element": first_el, "last_element": last_el}
+
+
+def _occupancy(req: pl.DataFrame, res: dict[str, np.ndarray], sig_of_rep: np.ndarray,
+               tiles_of_rep: dict[int, np.ndarray], geo: _Geometry) -> pl.DataFrame:
+    """Occupancy of each representative tile, repeated for every tile of its signature."""
+    a = _arrays(req)
+    t_idx, out = T.occupancy(a["ptr"], a["first"], a["last"], res["address"], res["extent"],
+                             req["interleaved"].to_numpy(), res["region"], geo.target.memory_start,
+                             geo.target.load_limit)
+    bounds = np.searchsorted(t_idx, np.arange(len(sig_of_rep) + 1))
+    rows, tiles = [], []
+    for r, s in enumerate(sig_of_rep):
+        ts = tiles_of_rep[int(s)]
+        span = np.arange(bounds[r], bounds[r + 1])
+        rows.append(np.tile(span, len(ts)))
+        tiles.append(np.repeat(ts, len(span)))
+    idx = np.concatenate(rows)
+    cols = dict(zip(["event", "live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes",
+                     "region1_bytes", "free_bytes", "largest_free_bytes"], out[idx].T, strict=True))
+    return frame({"tile": np.concatenate(tiles), **cols}, OCCUPANCY_SCHEMA, what="occupancy").sort("tile", "event")
+
+
+def _failures(req: pl.DataFrame, sig_of_rep: np.ndarray, ok: np.ndarray, proven: np.ndarray,
+              tiles_of_rep: dict[int, np.ndarray], geo: _Geometry) -> pl.DataFrame:
+    """One row per failing tile (explained once per distinct tile, repeated for the others)."""
+    if ok.all():
+        return empty(FAILURES_SCHEMA)
+    rep_tiles = req["tile"].unique(maintain_order=True).to_list()
+    rows = []
+    for r in np.flatnonzero(~ok):
+        part = req.filter(pl.col("tile") == rep_tiles[r])
+        row = _explain(part, geo, bool(proven[r]))
+        rows.extend((int(t), *row) for t in tiles_of_rep[int(sig_of_rep[r])])
+    return pl.DataFrame(rows, schema=FAILURES_SCHEMA, orient="row").sort("tile")
+
+
+def _explain(part: pl.DataFrame, geo: _Geometry, searched: bool) -> tuple:
+    """Failure row for one tile: the busiest event, live bytes, the largest objects and a proof if any."""
+    first = part["first"].to_numpy()
+    last = part["last"].to_numpy()
+    total = np.where(part["count"].to_numpy() > 1, part["size"].to_numpy() * part["count"].to_numpy(),
+                     part["size"].to_numpy())
+    events = np.unique(first)
+    live = (first[None, :] <= events[:, None]) & (last[None, :] >= events[:, None])
+    live_bytes = (live * total[None, :]).sum(axis=1)
+    inter = part["interleaved"].to_numpy()
+    inter_bytes = (live * (total * inter)[None, :]).sum(axis=1)
+    k = int(np.argmax(live_bytes))
+    ids = part["req_id"].to_numpy()[live[k]]
+    largest = ids[np.argsort(-total[live[k]], kind="stable")][:3].tolist()
+    if live_bytes.max() > geo.capacity:
+        proven, reason = True, (f"{int(live_bytes[k])} bytes are live at event {int(events[k])}, above the "
+                                f"{geo.capacity} bytes of tile memory")
+    elif inter_bytes.max() > geo.interleaved_capacity:
+        j = int(np.argmax(inter_bytes))
+        k = j
+        proven, reason = True, (f"{int(inter_bytes[j])} interleaved bytes are live at event {int(events[j])}, "
+                                f"above the {geo.interleaved_capacity} bytes of the interleaved regions")
+    elif searched:
+        proven, reason = True, (f"the exact search exhausted every canonical placement; {int(live_bytes[k])} of "
+                                f"{geo.capacity} bytes live at event {int(events[k])}")
+    else:
+        proven, reason = False, (f"greedy orders and the bounded search found no placement; {int(live_bytes[k])} "
+                                 f"of {geo.capacity} bytes live at event {int(events[k])} (not proven infeasible)")
+    return (int(events[k]), int(live_bytes[k]), geo.capacity, largest, proven, reason)
