@@ -107,19 +107,10 @@ def compile(
         return out
 
     graph = step("graph", resolve_graph, workload)
-    scheduled: dict = {}
-
-    def score(g: Graph, params, tgt: Target, tiles: int) -> int:
-        s = schedule(g, params, tgt, tiles=tiles)
-        scheduled[(id(g), params)] = s
-        ex = s.expand()["phases"]
-        return int(ex.select(pl.col("est_cycles").sum()).collect().item())
-
-    layout = step("layout", search_layouts, graph, target, opts, schedule_fn=score)
+    layout = step("layout", search_layouts, graph, target, opts)
 
     def build_schedule() -> Schedule:
-        s = scheduled.get((id(layout.graph), layout.chosen)) or schedule(layout.graph, layout.chosen, target,
-                                                                         tiles=layout.tiles)
+        s = schedule(layout.graph, layout.chosen, target, tiles=layout.tiles)
         verify_schedule(s)
         return s
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from toolkit.errors import InvalidIRError
-from toolkit.layout.layout import Layout, block_bounds, even_bounds, route, segmented_bounds, spread
+from toolkit.layout.layout import Layout, block_bounds, even_bounds, homes, route, segmented_bounds, spread
 
 
 def _layout(rows_b, cols_b, tiles, shape=None):
@@ -15,7 +15,8 @@ def test_bounds_helpers():
     assert block_bounds(729, 36).tolist()[-3:] == [684, 720, 729]
     assert even_bounds(10, 3).tolist() == [0, 3, 7, 10]
     assert segmented_bounds(2, 5, 2).tolist() == [0, 2, 4, 5, 7, 9, 10]
-    assert spread(4, 8).tolist() == [0, 2, 4, 6]
+    assert spread(4, 8).tolist() == [0, 1, 2, 3]
+    assert homes(3, 8).tolist() == [5, 6, 7]
     assert spread(8, 4).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
 
 

@@ -11,9 +11,9 @@ from toolkit.options import Options, as_options
 def test_amp_microblock_cost_matches_design():
     t = toolkit.ipu21()
     # one 16 x 16 microblock with 36 rows: 294 call + (ceil(16*36/4) + ceil(940/4)) + 11 launch
-    cyc, calls = amp_cycles(36, 16, 16, t, interleaved=True)
-    assert calls == 1 and cyc == 294 + 144 + 235 + 11
-    std, _ = amp_cycles(36, 16, 16, t, interleaved=False)
+    cyc, calls, launches = amp_cycles(36, 16, 16, t, interleaved=True)
+    assert calls == 1 and launches == 1 and cyc == 294 + 144 + 235 + 11
+    std, _, _ = amp_cycles(36, 16, 16, t, interleaved=False)
     assert std > cyc
 
 

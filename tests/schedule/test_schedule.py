@@ -18,19 +18,23 @@ def test_golden_2x2_matmul_on_4_tiles():
     g = mlp_block(tokens=2, width=16, hidden=32)
     s = schedule(g, LayoutParams(row_block=1, row_shard=2), T, tiles=4)
     verify_schedule(s)
-    # ln | sync exchange fc1 | gelu | sync exchange fc2 | residual (fc2 rows already sit on the home tiles)
+    # ln | sync exchange fc1 | gelu | sync exchange fc2 | sync exchange residual
     assert s.phases["kind"].to_list() == ["compute", "sync", "exchange", "compute", "compute", "sync", "exchange",
-                                           "compute", "compute"]
+                                           "compute", "sync", "exchange", "compute"]
+    # the residual stream's two row blocks live on the last tiles (homes 2 and 3)
+    assert s.commands.filter(pl.col("op_id") == 0)["tile"].to_list() == [2, 3]
+    # fc1: 2 row blocks x 2 column panels (32 hidden = 2 groups of 16), one command per tile
     fc1 = s.commands.filter(pl.col("op_id") == 1)
-    # 2 row blocks x 2 column panels (32 hidden = 2 groups of 16) on 4 tiles, one command each
-    assert sorted(fc1["tile"].to_list()) == [0, 1, 2, 3]
+    assert fc1["tile"].to_list() == [0, 1, 2, 3]
     assert fc1["rows"].to_list() == [1, 1, 1, 1] and fc1["cols"].to_list() == [16] * 4
-    # LayerNorm output of each row block is multicast to the two panel tiles of its row
-    # each row's LayerNorm output goes to the other panel tile of its row (the home tile copies locally)
-    x = s.transfers.filter(pl.col("phase") == 2).sort("source")
-    assert x.select("source", "destination").rows() == [(0, 1), (2, 3)]
+    x = s.transfers.filter(pl.col("phase") == 2)
+    # row 0's LayerNorm output is one multicast (tile 2 -> tiles 0 and 1); row 1 goes 3 -> 2, and 3 copies locally
+    assert x.select("transfer_id", "source", "destination").rows() == [(0, 2, 0), (0, 2, 1), (1, 3, 2)]
     assert x["size_bytes"].unique().to_list() == [16 * 2]
-    assert s.commands.filter(pl.col("kernel") == "copy").height == 4  # fc1 and fc2 panels; the add reads in place
+    # fc2 gathers each row's two hidden panels; the residual brings fc2's rows home
+    assert s.transfers.filter(pl.col("phase") == 6).select("source", "destination").rows() == [(1, 0), (2, 1), (3, 1)]
+    assert s.transfers.filter(pl.col("phase") == 9).select("source", "destination").rows() == [(0, 2), (1, 3)]
+    assert s.commands.filter(pl.col("kernel") == "copy").height == 2
 
 
 def test_one_attention_head():

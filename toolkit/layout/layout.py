@@ -101,10 +101,16 @@ def segmented_bounds(segments: int, extent: int, block: int) -> np.ndarray:
 
 
 def spread(cells: int, tiles: int, base: int = 0) -> np.ndarray:
-    """Map ``cells`` work cells onto ``tiles`` tiles in contiguous balanced runs."""
+    """Map ``cells`` work cells onto tiles ``base ..`` one each, or in balanced contiguous runs past ``tiles``."""
     idx = np.arange(cells, dtype=np.int64)
-    return (base + (idx * tiles) // max(cells, 1) if cells > tiles else base + idx * (tiles // max(cells, 1))).astype(
-        np.int32)
+    return (base + (idx * tiles) // max(cells, 1) if cells > tiles else base + idx).astype(np.int32)
+
+
+def homes(n_rows: int, tiles: int) -> np.ndarray:
+    """Home tiles of the residual stream's row blocks: the last tiles, away from the op grids that start at 0."""
+    if n_rows >= tiles:
+        return spread(n_rows, tiles)
+    return (tiles - n_rows + np.arange(n_rows)).astype(np.int32)
 
 
 def _overlaps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
+from toolkit.layout.layout import homes as home_tiles
 
 AMP_GROUP = 16
 
@@ -65,10 +66,22 @@ def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: n
     return Layout(shape, (np.array([0, 1]), rows_bounds, np.array([0, shape[2]])), homes.reshape(1, -1, 1, 1))
 
 
-def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
-                tiles: int) -> OpPlan:
-    rows, cols, inner = op["rows"], op["cols"], op["inner"]
-    n_r = len(rows_bounds) - 1
+@dataclass(frozen=True, slots=True)
+class LinearGrid:
+    """The R x P x S grid of a linear op: row shard, panel and inner blocks."""
+
+    shard: int
+    col_block: int
+    inner_block: int
+    n_p: int
+    n_s: int
+
+    def max_chunks_per_tile(self, tiles: int) -> int:
+        return math.ceil(self.shard * self.n_p * self.n_s / tiles)
+
+
+def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) -> LinearGrid:
+    """Grid arithmetic shared by ``linear_plan`` and the search's O(1) weight screen."""
     shard = n_r if p.row_shard is None else max(1, min(p.row_shard, n_r))
     groups = math.ceil(cols / AMP_GROUP)
     s = max(1, min(p.inner_split, math.ceil(inner / AMP_GROUP)))
@@ -76,8 +89,20 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
         pg = max(1, min(p.panel_groups, groups))
     else:
         pg = math.ceil(groups / max(1, min(groups, tiles // max(1, shard * s))))
-    col_b = block_bounds(cols, AMP_GROUP * pg)
-    inner_b = block_bounds(inner, AMP_GROUP * math.ceil(math.ceil(inner / AMP_GROUP) / s))
+    col_block = AMP_GROUP * pg
+    inner_block = AMP_GROUP * math.ceil(math.ceil(inner / AMP_GROUP) / s)
+    return LinearGrid(shard=shard, col_block=col_block, inner_block=inner_block,
+                      n_p=math.ceil(cols / col_block), n_s=math.ceil(inner / inner_block))
+
+
+def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
+                tiles: int) -> OpPlan:
+    rows, cols, inner = op["rows"], op["cols"], op["inner"]
+    n_r = len(rows_bounds) - 1
+    grid = linear_grid(n_r, cols, inner, p, tiles)
+    shard = grid.shard
+    col_b = block_bounds(cols, grid.col_block)
+    inner_b = block_bounds(inner, grid.inner_block)
     n_p, n_s = len(col_b) - 1, len(inner_b) - 1
     cells = n_r * n_p * n_s
     spatial = spread(shard * n_p * n_s, tiles).reshape(shard, n_p, n_s)
@@ -185,7 +210,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     batch, tokens = int(params["batch"]), int(params["tokens"])
     rows_bounds = segmented_bounds(batch, tokens, p.row_block)
     n_r = len(rows_bounds) - 1
-    homes = spread(n_r, tiles)
+    homes = home_tiles(n_r, tiles)
     ci_home = np.arange(n_r)
     layout_of: dict[int, Layout] = {}
     plans: list[OpPlan] = []

@@ -25,14 +25,11 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
-from toolkit.layout.cost import amp_cycles, exchange_cycles, vector_cycles
-from toolkit.layout.layout import Layout
-from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
+from toolkit.layout.plans import LayoutParams, linear_grid
+from toolkit.layout.refine import refine
+from toolkit.layout.screen import DTYPE_BYTES, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
-
-DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
-PHASE_CODE_BYTES = 48  # generated supervisor code per phase per tile (screen estimate)
 
 CANDIDATES_SCHEMA = {
     "candidate_id": pl.Int32, "row_block": pl.Int64, "row_shard": pl.Int64, "panel_groups": pl.Int64,
@@ -58,12 +55,12 @@ class LayoutResult:
         return {"candidates": self.candidates}
 
 
-def search_layouts(graph: Graph, target: Target, options: Options, *, schedule_fn=None) -> LayoutResult:
+def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
     """Enumerate, screen, beam and choose a layout for ``graph``.
 
-    ``schedule_fn(graph, params, target, tiles) -> phases frame`` scores beam
-    members exactly (the compile pipeline passes the schedule stage); without
-    it the screen estimate decides.
+    Every candidate is screened analytically; the best ``beam_width`` feasible
+    ones are refined with their real routes (``sched_cycles``) and the best
+    refined estimate is chosen.
     """
     tiles = min(options.tiles or graph.params.get("compute_tiles") or target.tiles, target.tiles)
     graphs = _graph_variants(graph, options)
@@ -73,20 +70,16 @@ def search_layouts(graph: Graph, target: Target, options: Options, *, schedule_f
         ops = list(g.ops.iter_rows(named=True))
         tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
         reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
-        total_w = _total_weight_bytes(g)
-        plan_cache: dict = {}
-        est_cache: dict = {}
+        cache: dict = {("ops", fused): ops}
         capacity = target.load_limit - target.memory_start
         for base in _enumerate(g, options, tiles):
-            plans = None
             for cls in _classes(options):
                 p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": cls})
-                bound = total_w * p.row_shard // tiles
-                if bound > capacity:   # even a perfect weight spread cannot fit: skip the detailed screen
+                bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
+                if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
                     est = _weights_reject(bound, capacity)
                 else:
-                    plans = plans or plan_graph(ops, tensors, g.params, p, tiles, plan_cache)
-                    est = screen(plans, ops, tensors, reps, p, target, tiles, est_cache)
+                    est = screen(ops, tensors, reps, g.params, p, target, tiles, cache)
                 rows.append({"candidate_id": cid, **_param_cols(p), **est})
                 cid += 1
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
@@ -101,10 +94,11 @@ def search_layouts(graph: Graph, target: Target, options: Options, *, schedule_f
     scores = {}
     for r in beam.iter_rows(named=True):
         p = _params_of(r)
-        if schedule_fn is not None:
-            scores[r["candidate_id"]] = int(schedule_fn(graphs[p.fused_qkv], p, target, tiles))
-        else:
-            scores[r["candidate_id"]] = int(r["est_cycles"])
+        g = graphs[p.fused_qkv]
+        ops = list(g.ops.iter_rows(named=True))
+        tensors = {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)}
+        reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
+        scores[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
     best = min(scores, key=lambda k: (scores[k], k))
     sched = pl.DataFrame({"candidate_id": list(scores), "sched": list(scores.values())},
                          schema={"candidate_id": pl.Int32, "sched": pl.Int64})
@@ -135,11 +129,21 @@ def _classes(o: Options) -> list[str]:
     return [o.weight_class] if o.weight_class is not None else list(WEIGHT_CLASSES)
 
 
-def _total_weight_bytes(g: Graph) -> int:
-    w = g.tensors.filter(pl.col("role") == "weight")
-    inst = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
-    reps = [inst.get(b, 1) if per else 1 for b, per in zip(w["block"], w["per_instance"], strict=True)]
-    return int((w["size_bytes"].to_numpy() * np.array(reps, dtype=np.int64)).sum())
+def _linear_weight_bound(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams,
+                         tiles: int) -> int:
+    """Bytes of linear weight panels on the fullest tile, from the grid arithmetic alone (O(ops))."""
+    n_r = int(params["batch"]) * math.ceil(int(params["tokens"]) / p.row_block)
+    total = 0
+    for op in ops:
+        ws = [t for t in op["inputs"] if tensors[t]["role"] == "weight" and len(tensors[t]["shape"]) == 2]
+        if op["kind"] != "matmul" or not ws:
+            continue
+        grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
+        w = tensors[ws[0]]
+        rep = reps.get(op["block"], 1) if w["per_instance"] else 1
+        per_chunk = min(grid.inner_block, op["inner"]) * min(grid.col_block, op["cols"]) * DTYPE_BYTES[w["dtype"]]
+        total += per_chunk * rep * grid.max_chunks_per_tile(tiles)
+    return total
 
 
 def _weights_reject(bound: int, capacity: int) -> dict:
@@ -147,8 +151,8 @@ def _weights_reject(bound: int, capacity: int) -> dict:
         "tiles_used": None, "est_compute_cycles": None, "est_exchange_cycles": None, "est_sync_cycles": None,
         "est_cycles": None, "launches": None, "peak_live_bytes": bound, "peak_interleaved_bytes": None,
         "weight_bytes": bound, "support_bytes": None, "feasible": False,
-        "reject_reason": f"weights alone need at least {bound:,} B per tile (row_shard copies of every weight "
-                         f"spread over the tiles) > capacity {capacity:,} B",
+        "reject_reason": f"resident weight panels alone need {bound:,} B on the fullest tile > capacity "
+                         f"{capacity:,} B (lower row_shard or raise inner_split)",
     }
 
 
@@ -161,7 +165,7 @@ def _enumerate(g: Graph, o: Options, tiles: int):
         if o.row_shard is not None:
             shards = [o.row_shard]
         else:
-            shards = sorted({max(1, math.ceil(n_r / d)) for d in (1, 2, 4, 8, 16, 32, 64)}, reverse=True)
+            shards = sorted({max(1, math.ceil(n_r / d)) for d in (1, 2, 4, 8, 16, 32, 64)} | {1, 2}, reverse=True)
         for shard, s in itertools.product(shards, splits):
             yield LayoutParams(row_block=rb, row_shard=shard, panel_groups=o.panel_groups, inner_split=s,
                                inner_block=o.inner_block)
@@ -207,119 +211,3 @@ def _asdict_opts(o: Options) -> dict:
     return {k: getattr(o, k) for k in keys}
 
 
-# -- the screen ------------------------------------------------------------------
-def _slot_bytes(layout: Layout, nbytes: int) -> np.ndarray:
-    return layout.slot_elements() * nbytes
-
-
-def _per_cell(layout: Layout, values: np.ndarray, n_cells: int) -> np.ndarray:
-    cells = layout.cells.ravel()
-    ok = cells >= 0
-    return np.bincount(cells[ok], weights=values[ok], minlength=n_cells).astype(np.int64)
-
-
-def _op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutParams, target: Target,
-                 tiles: int) -> dict:
-    """Cycles and per-tile bytes of one op (cached by the caller on the plan key)."""
-    n = len(plan.cell_tiles)
-    wave = plan.cell_wave if plan.cell_wave is not None else np.zeros(n, dtype=np.int64)
-    n_w = int(wave.max()) + 1
-    key = wave * tiles + plan.cell_tiles
-    sh = plan.cell_shape
-    if plan.kernel.startswith("amp"):
-        inter_w = plan.rule == "linear" and p.weight_class == "interleaved"
-        cyc, _, calls = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, interleaved=inter_w,
-                                   fp32=plan.partials is not None, inner_block=p.inner_block)
-        cyc, calls = cyc * sh[:, 3], calls * sh[:, 3]
-    else:
-        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 1] * sh[:, 3], target)
-        calls = np.ones(n, dtype=np.int64)
-    per = np.bincount(key, weights=cyc, minlength=n_w * tiles).reshape(n_w, tiles)
-    est = {"compute": int(per.max(axis=1).sum()), "exchange": 0, "syncs": 0, "phases": n_w,
-           "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)
-                           .max(axis=1).sum())}
-    recv = np.zeros(n, dtype=np.int64)
-    for t, need in plan.needs.items():
-        tensor = t if t >= 0 else -t - 1
-        local = plan.rule == "elementwise" or (plan.rule == "values" and tensor == op["inputs"][0])
-        if not local:
-            recv += _per_cell(need, _slot_bytes(need, DTYPE_BYTES[tensors[tensor]["dtype"]]), n)
-    if plan.partials is not None:
-        recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, 4), n)
-        red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)
-        est["exchange"] += int(exchange_cycles(red, np.full(n_w, plan.partials.counts[0]), target).sum())
-        est["syncs"] += n_w
-        est["phases"] += 3 * n_w
-    rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)
-    if recv.any():
-        frag = np.ceil(rw.max(axis=1) / (target.packet_max_words * target.word_bytes))
-        est["exchange"] += int(exchange_cycles(rw.max(axis=1), frag + 1, target).sum())
-        est["syncs"] += n_w
-        est["phases"] += 2 * n_w
-    weights = np.zeros(tiles, dtype=np.int64)
-    inter = np.zeros(tiles, dtype=np.int64)
-    for t, lay in plan.weights.items():
-        w = tensors[t]
-        rep = reps.get(op["block"], 1) if w["per_instance"] else 1
-        wb = np.bincount(lay.tiles.ravel(), weights=_slot_bytes(lay, DTYPE_BYTES[w["dtype"]]) * rep,
-                         minlength=tiles).astype(np.int64)
-        weights += wb
-        if plan.kernel.startswith("amp") and len(w["shape"]) == 2 and p.weight_class == "interleaved":
-            inter += wb
-    out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
-    est["out"] = np.bincount(plan.output.tiles.ravel().clip(0), weights=_slot_bytes(plan.output, out_b),
-                             minlength=tiles).astype(np.int64)
-    est["recv"] = rw.max(axis=0).astype(np.int64)
-    est["weights"], est["inter"] = weights, inter
-    return est
-
-
-def screen(plans: list[OpPlan], ops: list[dict], tensors: dict, reps: dict, p: LayoutParams, target: Target,
-           tiles: int, cache: dict | None = None) -> dict:
-    """Analytic estimates of one candidate (see the module docstring)."""
-    cache = {} if cache is None else cache
-    compute = exchange = syncs = launches = phases = 0
-    weights = np.zeros(tiles, dtype=np.int64)
-    inter = np.zeros(tiles, dtype=np.int64)
-    transient = np.zeros(tiles, dtype=np.int64)
-    live_out: dict[int, np.ndarray] = {}
-    for op, plan in zip(ops, plans, strict=True):
-        amp_linear = plan.rule == "linear"
-        ck = (op["op_id"], plan.key, p.weight_class if amp_linear else None, p.inner_block)
-        if ck not in cache:
-            cache[ck] = _op_estimate(op, plan, tensors, reps, p, target, tiles)
-        e = cache[ck]
-        compute += e["compute"]
-        exchange += e["exchange"]
-        syncs += e["syncs"]
-        launches += e["launches"]
-        phases += e["phases"]
-        weights += e["weights"]
-        inter += e["inter"]
-        op_bytes = sum((live_out[t] for t in op["inputs"] if t in live_out), np.zeros(tiles, dtype=np.int64))
-        live_out[op["output"]] = e["out"]
-        transient = np.maximum(transient, op_bytes + e["out"] + e["recv"])
-    support = sum(target.code_bytes(k) for k in {pl_.kernel for pl_ in plans} | {"copy"}) + phases * PHASE_CODE_BYTES
-    staging = target.staging_window_bytes if exchange else 0
-    peak = weights + transient + support + staging
-    capacity = target.load_limit - target.memory_start
-    region1 = sum(e.size for e in target.memory_elements if e.interleaved)
-    reasons = []
-    if peak.max() > capacity:
-        t = int(peak.argmax())
-        reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
-                       f"support {support + staging:,}) > capacity {capacity:,} B")
-    if inter.max() > region1:
-        t = int(inter.argmax())
-        reasons.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity {region1:,} B")
-    sync_cycles = syncs * target.costs.sync_cycles
-    used = np.zeros(tiles, dtype=bool)
-    for pl_ in plans:
-        used[pl_.cell_tiles] = True
-    return {
-        "tiles_used": int(used.sum()), "est_compute_cycles": compute, "est_exchange_cycles": exchange,
-        "est_sync_cycles": sync_cycles, "est_cycles": compute + exchange + sync_cycles, "launches": launches,
-        "peak_live_bytes": int(peak.max()), "peak_interleaved_bytes": int(inter.max()),
-        "weight_bytes": int(weights.max()), "support_bytes": int(support + staging),
-        "feasible": not reasons, "reject_reason": "; ".join(reasons) or None,
-    }

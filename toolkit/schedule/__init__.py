@@ -30,7 +30,7 @@ import polars as pl
 from toolkit.graph import Graph
 from toolkit.layout.plans import LayoutParams, plan_graph
 from toolkit.schedule.build import build_program
-from toolkit.tables import OBJECTS_SCHEMA, TRANSFERS_SCHEMA, frame
+from toolkit.tables import OBJECTS_SCHEMA, TRANSFERS_SCHEMA
 from toolkit.target import Target
 
 PHASES_SCHEMA = {
@@ -105,46 +105,43 @@ def schedule(graph: Graph, params: LayoutParams, target: Target, *, tiles: int |
 
 
 def _frames(prog, graph: Graph, target: Target) -> Schedule:
-    ph = prog.phases.columns()
-    phases = pl.DataFrame({"phase": np.arange(prog.phases.count), "kind": ph["kind"], "op_id": ph["op_id"],
-                           "name": ph["name"], "block": ph["block"], "wave": ph["wave"]})
-    cc = prog.commands.columns()
-    commands = pl.DataFrame({"command_id": np.arange(prog.commands.count), **cc}).cast(
-        {k: v for k, v in COMMANDS_SCHEMA.items()}).select(list(COMMANDS_SCHEMA))
-    operands = pl.DataFrame(prog.operands.columns()).cast(OPERANDS_SCHEMA).select(list(OPERANDS_SCHEMA))
+    phases = prog.phases.frame().with_columns(pl.int_range(pl.len()).alias("phase"))
+    phases = phases.select("phase", "kind", "op_id", "name", "block", "wave")
+    commands = (prog.commands.frame().with_columns(pl.int_range(pl.len()).alias("command_id"))
+                .cast(COMMANDS_SCHEMA).select(list(COMMANDS_SCHEMA)))
+    operands = prog.operands.frame().cast(OPERANDS_SCHEMA).select(list(OPERANDS_SCHEMA))
 
     oc = prog.objects.columns()
-    uses = pl.DataFrame(prog.uses.columns()).group_by("object_id").agg(pl.col("phase").max().alias("last_use"))
-    last = np.maximum(oc["first"], uses.sort("object_id").join(
-        pl.DataFrame({"object_id": np.arange(prog.objects.count)}), on="object_id", how="right")
-        .sort("object_id")["last_use"].fill_null(-1).to_numpy())
-    weight = oc["kind"] == "weight"
-    last = np.where(weight, prog.final_phase, last)  # weights are loaded once and stay
     n_obj = prog.objects.count
+    uc = prog.uses.columns()
+    last = oc["first"].astype(np.int64).copy()
+    np.maximum.at(last, uc["object_id"].astype(np.int64), uc["phase"].astype(np.int64))
+    is_weight = (prog.objects.series("kind") == "weight").to_numpy()
+    last[is_weight] = prog.final_phase  # weights are loaded once and stay
 
-    tc = prog.transfers.columns() if prog.transfers.count else {}
-    transfers, slices, staging_cols = _staging(tc, n_obj, target)
-    objects = frame({
-        "object_id": np.concatenate([np.arange(n_obj), staging_cols["object_id"]]),
-        "tile": np.concatenate([oc["tile"], staging_cols["tile"]]),
-        "kind": np.concatenate([oc["kind"].astype(object), np.full(len(staging_cols["tile"]), "staging", object)]),
-        "name": np.concatenate([oc["name"].astype(object), np.full(len(staging_cols["tile"]), "staging", object)]),
-        "tensor_id": np.concatenate([oc["tensor_id"], np.full(len(staging_cols["tile"]), -1)]),
-        "size_bytes": np.concatenate([oc["size_bytes"], staging_cols["size_bytes"]]),
-        "align": np.concatenate([oc["align"], np.full(len(staging_cols["tile"]), 16)]),
-        "first": np.concatenate([oc["first"], staging_cols["phase"]]),
-        "last": np.concatenate([last, staging_cols["phase"]]),
-        "access": "data",
-        "class": np.concatenate([oc["cls"].astype(object), np.full(len(staging_cols["tile"]), "standard", object)]),
-        "regions": None, "group": None, "alias_of": None,
-        "repeat_count": np.concatenate([oc["repeat_count"], np.ones(len(staging_cols["tile"]), np.int64)]),
-        "separate_from": None, "auxiliary": False,
-    }, {**OBJECTS_SCHEMA, "regions": pl.List(pl.Int8)}, what="objects").with_columns(
-        pl.when(pl.col("tensor_id") < 0).then(None).otherwise(pl.col("tensor_id")).alias("tensor_id"),
-        pl.when(pl.col("class") == "interleaved").then(pl.lit([1], dtype=pl.List(pl.Int8)))
+    transfers, slices, st = _staging(prog, n_obj, target)
+    n_st = len(st["tile"])
+    strings = {name: pl.concat([prog.objects.series(src), pl.Series([fill] * n_st, dtype=pl.String)])
+               for name, src, fill in (("kind", "kind", "staging"), ("name", "name", "staging"),
+                                       ("class", "cls", "standard"))}
+    tensor_id = np.concatenate([oc["tensor_id"], np.full(n_st, -1)])
+    objects = pl.DataFrame({
+        "object_id": np.arange(n_obj + n_st, dtype=np.int64),
+        "tile": np.concatenate([oc["tile"], st["tile"]]).astype(np.int32),
+        "kind": strings["kind"], "name": strings["name"],
+        "tensor_id": pl.Series(tensor_id, dtype=pl.Int32).set(pl.Series(tensor_id < 0), None),
+        "size_bytes": np.concatenate([oc["size_bytes"], st["size_bytes"]]).astype(np.int64),
+        "align": np.concatenate([oc["align"], np.full(n_st, 16)]).astype(np.int64),
+        "first": np.concatenate([oc["first"], st["phase"]]).astype(np.int32),
+        "last": np.concatenate([last, st["phase"]]).astype(np.int32),
+    }).with_columns(
+        pl.lit("data").alias("access"), strings["class"].alias("class"),
+        pl.when(strings["class"] == "interleaved").then(pl.lit([1], dtype=pl.List(pl.Int8)))
         .otherwise(pl.lit([0, 1], dtype=pl.List(pl.Int8))).alias("regions"),
-        pl.lit([], dtype=pl.List(pl.Int64)).alias("separate_from"),
-    )
+        pl.lit(None, dtype=pl.Int64).alias("group"), pl.lit(None, dtype=pl.Int64).alias("alias_of"),
+        pl.Series(np.concatenate([oc["repeat_count"], np.ones(n_st)]).astype(np.int32)).alias("repeat_count"),
+        pl.lit([], dtype=pl.List(pl.Int64)).alias("separate_from"), pl.lit(False).alias("auxiliary"),
+    ).select(list(OBJECTS_SCHEMA))
     segments = pl.DataFrame({"object_id": np.arange(n_obj), "tensor_id": oc["tensor_id"],
                              **{k: oc[k] for k in RECT}}).cast(SEGMENTS_SCHEMA)
     reps = graph.repeats
@@ -167,23 +164,25 @@ def _frames(prog, graph: Graph, target: Target) -> Schedule:
                     objects=objects, segments=segments, repeats=repeats, relocations=relocations)
 
 
-def _staging(tc: dict, first_id: int, target: Target) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+def _staging(prog, first_id: int, target: Target) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """One staging object per (receiving tile, exchange phase); transfers reference it."""
-    if not tc:
-        empty_cols = {"object_id": np.array([], np.int64), "tile": np.array([], np.int32),
-                      "size_bytes": np.array([], np.int64), "phase": np.array([], np.int32)}
+    if not prog.transfers.count:
+        empty_cols = {"tile": np.array([], np.int32), "size_bytes": np.array([], np.int64),
+                      "phase": np.array([], np.int32)}
         return (pl.DataFrame(schema=TRANSFERS_SCHEMA), pl.DataFrame(schema=SLICES_SCHEMA), empty_cols)
-    t = pl.DataFrame(tc)
-    stage = (t.group_by("phase", "destination").agg(pl.col("size_bytes").sum())
-             .sort("phase", "destination")
-             .with_columns((pl.int_range(pl.len()) + first_id).alias("staging_object"),
-                           pl.min_horizontal(pl.col("size_bytes"), pl.lit(target.staging_window_bytes))
-                           .alias("staging_bytes")))
-    t = t.join(stage.select("phase", "destination", "staging_object"), on=["phase", "destination"])
-    transfers = t.select(list(TRANSFERS_SCHEMA)).cast(TRANSFERS_SCHEMA).sort("transfer_id", "destination")
-    slices = t.select(list(SLICES_SCHEMA)).cast(SLICES_SCHEMA).sort("transfer_id", "destination")
-    cols = {"object_id": stage["staging_object"].to_numpy(), "tile": stage["destination"].to_numpy(),
-            "size_bytes": stage["staging_bytes"].to_numpy(), "phase": stage["phase"].to_numpy()}
+    tc = prog.transfers.columns()
+    n_dest = int(tc["destination"].max()) + 1
+    key = tc["phase"].astype(np.int64) * n_dest + tc["destination"]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    received = np.bincount(inverse, weights=tc["size_bytes"]).astype(np.int64)
+    order = np.lexsort((tc["destination"], tc["transfer_id"]))
+    tc = {k: v[order] for k, v in tc.items()}
+    tc["staging_object"] = (first_id + inverse)[order]
+    transfers = pl.DataFrame({k: tc[k] for k in TRANSFERS_SCHEMA}).cast(TRANSFERS_SCHEMA)
+    slices = pl.DataFrame({k: tc[k] for k in SLICES_SCHEMA}).cast(SLICES_SCHEMA)
+    n_dest = int(tc["destination"].max()) + 1
+    cols = {"tile": (uniq % n_dest).astype(np.int32), "phase": (uniq // n_dest).astype(np.int32),
+            "size_bytes": np.minimum(received, target.staging_window_bytes)}
     return transfers, slices, cols
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from toolkit.layout.cost import amp_cycles, copy_cycles, vector_cycles
 from toolkit.layout.layout import Layout, route
@@ -27,21 +28,42 @@ DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
 
 
 class Columns:
-    """Accumulates one table as lists of numpy column chunks."""
+    """Accumulates one table as lists of numpy column chunks.
+
+    String values are given as scalars per call and stored as codes into a
+    per-column vocabulary, so millions of rows never become Python strings.
+    """
 
     def __init__(self) -> None:
         self.parts: dict[str, list[Any]] = defaultdict(list)
+        self.vocab: dict[str, dict[str, int]] = defaultdict(dict)
         self.count = 0
 
     def add(self, n: int, **cols: Any) -> np.ndarray:
         ids = np.arange(self.count, self.count + n, dtype=np.int64)
         for k, v in cols.items():
-            self.parts[k].append(np.broadcast_to(np.asarray(v), (n,)) if np.ndim(v) == 0 else np.asarray(v))
+            if isinstance(v, str):
+                code = self.vocab[k].setdefault(v, len(self.vocab[k]))
+                self.parts[k].append(np.full(n, code, dtype=np.int32))
+            else:
+                self.parts[k].append(np.broadcast_to(np.asarray(v), (n,)) if np.ndim(v) == 0 else np.asarray(v))
         self.count += n
         return ids
 
     def columns(self) -> dict[str, np.ndarray]:
+        """Numeric columns as numpy arrays (string columns as their codes)."""
         return {k: np.concatenate(v) if v else np.array([]) for k, v in self.parts.items()}
+
+    def series(self, name: str) -> pl.Series:
+        """One column as a polars Series, strings decoded from the vocabulary."""
+        data = np.concatenate(self.parts[name]) if self.parts[name] else np.array([], dtype=np.int64)
+        if name in self.vocab:
+            words = pl.Series(name, list(self.vocab[name]), dtype=pl.String)
+            return words.gather(pl.Series(data, dtype=pl.UInt32))
+        return pl.Series(name, data)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame([self.series(k).alias(k) for k in self.parts])
 
 
 class Program:
@@ -90,9 +112,10 @@ class Program:
 
     # -- data movement ------------------------------------------------------------
     def move(self, src: Layout, src_objs: np.ndarray, need: Layout, slots: np.ndarray, need_objs: np.ndarray,
-             tensor: int, xphase: int, cphase: int, *, dtype_bytes: int | None = None) -> int:
-        """Route ``src`` into the selected need slots. Returns the number of remote pieces."""
-        pieces = route(src, need)
+             tensor: int, xphase: int, cphase: int, *, dtype_bytes: int | None = None,
+             pieces: dict[str, np.ndarray] | None = None) -> int:
+        """Route ``src`` into the selected need slots (``pieces``: a precomputed route to reuse)."""
+        pieces = route(src, need) if pieces is None else pieces
         slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
         obj_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
         obj_of_slot[slots] = need_objs
@@ -188,28 +211,39 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
             w_objs[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
+        routes = {}  # one route per non-identity need, split by wave below
+        for t, need in plan.needs.items():
+            tensor = t if t >= 0 else -t - 1
+            if not (need.same_as(layout_of[tensor]) and need.replicas == 1):
+                pieces = route(layout_of[tensor], need)
+                wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
+                valid = need.cells.ravel() >= 0
+                wave_of_slot[valid] = waves[need.cells.ravel()[valid]]
+                routes[t] = (pieces, wave_of_slot[pieces["dst_chunk"] * need.replicas + pieces["replica"]])
         for wave in np.unique(waves):
             cells = np.nonzero(waves == wave)[0]
             operand_objs: dict[str, np.ndarray] = {}
             pending = []
             for i, (t, need) in enumerate(plan.needs.items()):
                 tensor = t if t >= 0 else -t - 1
-                src, src_objs = layout_of[tensor], objs_of[tensor]
                 slot = _slot_of_cell(need, n_cells)[cells]
-                if need.same_as(src) and need.replicas == 1:
-                    operand_objs[f"in{i}"] = src_objs[slot]
+                if t not in routes:
+                    operand_objs[f"in{i}"] = objs_of[tensor][slot]
                 else:
-                    pending.append((i, tensor, need, slot))
+                    pieces, piece_wave = routes[t]
+                    sel = piece_wave == wave
+                    pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}))
             xphase = -1
-            if pending and any(not np.all(route_local(layout_of[t], n, s)) for _, t, n, s in pending):
+            if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p in pending):
                 prog.phase("sync", plan, int(wave), block)
                 xphase = prog.phase("exchange", plan, int(wave), block)
             cphase = prog.phase("compute", plan, int(wave), block)
-            for i, tensor, need, slot in pending:
+            for i, tensor, need, slot, pieces in pending:
                 first = xphase if xphase >= 0 else cphase
                 objs = prog.new_objects(need, slot, tensor, "activation", first,
                                         name=f"{tensors[tensor]['name']}@{plan.name}")
-                prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase)
+                prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase,
+                          pieces=pieces)
                 operand_objs[f"in{i}"] = objs
             for t, slots in plan.weight_slots.items():
                 s = slots[cells]
@@ -246,14 +280,6 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
         if tensors[t]["role"] == "output":
             prog.use(objs[objs >= 0], prog.final_phase)
     return prog
-
-
-def route_local(src: Layout, need: Layout, slots: np.ndarray) -> np.ndarray:
-    """Whether every piece for the given need slots is already on its destination tile."""
-    pieces = route(src, need)
-    slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
-    sel = np.isin(slot, slots)
-    return pieces["src_tile"][sel] == pieces["dst_tile"][sel]
 
 
 def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_objs: np.ndarray, wave: int,

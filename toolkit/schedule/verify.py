@@ -1,105 +1,116 @@
 """``verify_schedule``: independent checks of a schedule's tables.
 
-Checks, each with its offending rows in the error:
+Object and command ids are dense, so every check is a numpy gather over all
+rows at once. Checks, each reporting its offending rows:
 
-1. every command operand and every transfer endpoint is an object on the
-   command's (or endpoint's) tile;
-2. no object is used outside its lifetime (commands, transfers, staging);
-3. every operand panel a command reads is complete before it runs: resident
-   (weight, graph input), written by an earlier command, or filled exactly by
-   transfers of earlier phases plus copies of the same phase (bytes add up to
-   the object's size);
-4. every transfer's source object holds the slice it sends (same tensor, the
+1. every command operand and every transfer endpoint (source, destination,
+   staging) is an object on that tile;
+2. no object is used outside its lifetime;
+3. every object a command reads is complete before it runs: resident (weight,
+   graph input), written by an earlier command, or filled by transfers of
+   earlier phases and copies of the same phase;
+4. transfer and copy bytes into each operand panel add up to its size;
+5. every transfer's source object holds the slice it sends (same tensor, the
    slice inside the object's rectangle) and was written before the transfer.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from toolkit.errors import InvalidIRError
 
+NEVER = np.iinfo(np.int64).max
 
-def _fail(msg: str, rows: pl.DataFrame) -> None:
-    if rows.height:
+
+def _fail(msg: str, frame: pl.DataFrame, bad: np.ndarray) -> None:
+    if bad.any():
+        rows = frame.filter(pl.Series(bad))
         raise InvalidIRError(f"verify_schedule: {msg} ({rows.height} rows)", rows=rows)
+
+
+def _col(df: pl.DataFrame, name: str) -> np.ndarray:
+    return df[name].to_numpy()
 
 
 def verify_schedule(s) -> None:
     """Raise :class:`InvalidIRError` when the schedule breaks an invariant."""
-    obj = s.objects.select("object_id", pl.col("tile").alias("obj_tile"), "first", "last", "kind", "size_bytes",
-                           "tensor_id")
-    cmd = s.commands.select("command_id", "phase", "tile", "kernel", "op_id")
-    ops = s.operands.join(cmd, on="command_id").join(obj, on="object_id", how="left")
-    _fail("operand object missing", ops.filter(pl.col("obj_tile").is_null()))
-    _fail("operand object on another tile", ops.filter(pl.col("obj_tile") != pl.col("tile")))
-    _fail("operand used outside its lifetime",
-          ops.filter((pl.col("phase") < pl.col("first")) | (pl.col("phase") > pl.col("last"))))
+    objs = s.objects.sort("object_id")
+    n = objs.height
+    if n and not np.array_equal(_col(objs, "object_id"), np.arange(n)):
+        raise InvalidIRError("verify_schedule: object ids are not dense 0..n-1")
+    o_tile, o_first, o_last = _col(objs, "tile"), _col(objs, "first"), _col(objs, "last")
+    o_size = _col(objs, "size_bytes")
+    resident = ((objs["kind"] == "weight") | (objs["first"] == 0)).to_numpy()
+
+    cmds = s.commands.sort("command_id")
+    c_phase, c_tile = _col(cmds, "phase"), _col(cmds, "tile")
+    c_copy = (cmds["kernel"] == "copy").to_numpy()
+    op = s.operands
+    oc, oo = _col(op, "command_id"), _col(op, "object_id")
+    _fail("operand object missing", op, (oo < 0) | (oo >= n))
+    phase, tile = c_phase[oc], c_tile[oc]
+    _fail("operand object on another tile", op, o_tile[oo] != tile)
+    _fail("operand used outside its lifetime", op.with_columns(phase=phase, first=o_first[oo], last=o_last[oo]),
+          (phase < o_first[oo]) | (phase > o_last[oo]))
 
     tr = s.transfers
-    ends = pl.concat([
-        tr.select("transfer_id", "phase", pl.col("source").alias("tile"), pl.col("src_object").alias("object_id"),
-                  pl.lit("source").alias("end")),
-        tr.select("transfer_id", "phase", pl.col("destination").alias("tile"), pl.col("dst_object").alias("object_id"),
-                  pl.lit("destination").alias("end")),
-        tr.select("transfer_id", "phase", pl.col("destination").alias("tile"),
-                  pl.col("staging_object").alias("object_id"), pl.lit("staging").alias("end")),
-    ]).join(obj, on="object_id", how="left")
-    _fail("transfer endpoint object missing", ends.filter(pl.col("obj_tile").is_null()))
-    _fail("transfer endpoint object on another tile", ends.filter(pl.col("obj_tile") != pl.col("tile")))
-    _fail("transfer endpoint used outside its lifetime",
-          ends.filter((pl.col("phase") < pl.col("first")) | (pl.col("phase") > pl.col("last"))))
+    t_phase = _col(tr, "phase")
+    for col, end in (("src_object", "source"), ("dst_object", "destination"), ("staging_object", "destination")):
+        ids = _col(tr, col)
+        _fail(f"transfer {col} missing", tr, (ids < 0) | (ids >= n))
+        _fail(f"transfer {col} on another tile than its {end}", tr, o_tile[ids] != _col(tr, end))
+        _fail(f"transfer {col} used outside its lifetime", tr, (t_phase < o_first[ids]) | (t_phase > o_last[ids]))
 
-    # writes: the earliest phase at which each object holds its data
-    written = pl.concat([
-        ops.filter(pl.col("role") == "out").group_by("object_id").agg(pl.col("phase").min().alias("ready")),
-        tr.group_by("dst_object").agg(pl.col("phase").max().alias("ready")).rename({"dst_object": "object_id"}),
-        s.objects.filter((pl.col("kind") == "weight") | (pl.col("first") == 0)).select(
-            "object_id", pl.lit(0, dtype=pl.Int32).alias("ready")),
-    ]).group_by("object_id").agg(pl.col("ready").min())  # the first complete write (in-place updates come later)
-    reads = ops.filter(pl.col("role") != "out").join(written, on="object_id", how="left")
-    copy_reads = reads.filter(pl.col("kernel") == "copy")
-    kernel_reads = reads.filter(pl.col("kernel") != "copy")
-    _fail("command reads an object nothing wrote", reads.filter(pl.col("ready").is_null()))
-    _fail("command reads an object written only later",
-          kernel_reads.filter(pl.col("ready") > pl.col("phase")))
-    _fail("copy reads an object written in or after its phase", copy_reads.filter(pl.col("ready") >= pl.col("phase")))
+    # the first phase at which each object holds complete data
+    is_out = (op["role"] == "out").to_numpy()
+    ready = np.full(n, NEVER, dtype=np.int64)
+    ready[resident] = 0
+    np.minimum.at(ready, oo[is_out], phase[is_out].astype(np.int64))
+    filled_at = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(filled_at, _col(tr, "dst_object"), t_phase.astype(np.int64))
+    has_fill = filled_at >= 0
+    ready[has_fill] = np.minimum(ready[has_fill], filled_at[has_fill])
+    reads = ~is_out
+    copy_read = reads & c_copy[oc]
+    kernel_read = reads & ~c_copy[oc]
+    r = ready[oo]
+    view = op.with_columns(phase=phase, ready=pl.Series(np.where(r == NEVER, -1, r)))
+    _fail("command reads an object nothing wrote", view, reads & (r == NEVER))
+    _fail("command reads an object written only later", view, kernel_read & (r != NEVER) & (r > phase))
+    _fail("copy reads an object written in or after its phase", view, copy_read & (r != NEVER) & (r >= phase))
 
-    # panels filled by transfers and copies must add up to the object's size
-    filled = pl.concat([
-        tr.select(pl.col("dst_object").alias("object_id"), "size_bytes"),
-        ops.filter((pl.col("kernel") == "copy") & (pl.col("role") == "out")).join(
-            s.operands.filter(pl.col("role") == "in").select("command_id", pl.col("object_id").alias("src")),
-            on="command_id").join(
-            s.commands.select("command_id", "rows", "cols", "groups"), on="command_id").join(
-            s.segments.select(pl.col("object_id").alias("src"), "tensor_id"), on="src").select(
-            "object_id", (pl.col("rows") * pl.col("cols") * pl.col("groups")).alias("elements"), "size_bytes",
-            "tensor_id"),
-    ], how="diagonal")
-    if filled.height:
-        seg_bytes = s.segments.with_columns(
-            ((pl.col("g1") - pl.col("g0")) * (pl.col("r1") - pl.col("r0")) * (pl.col("c1") - pl.col("c0")))
-            .alias("obj_elements")).join(s.objects.select("object_id", pl.col("size_bytes").alias("obj_bytes")),
-                                         on="object_id")
-        per_elem = seg_bytes.select("object_id", (pl.col("obj_bytes") // pl.col("obj_elements")).alias("eb"),
-                                    "obj_bytes")
-        got = (filled.join(per_elem, on="object_id")
-               .with_columns(pl.when(pl.col("elements").is_not_null()).then(pl.col("elements") * pl.col("eb"))
-                             .otherwise(pl.col("size_bytes")).alias("bytes"))
-               .group_by("object_id").agg(pl.col("bytes").sum(), pl.col("obj_bytes").first()))
-        _fail("operand panel not filled exactly by its transfers and copies",
-              got.filter(pl.col("bytes") != pl.col("obj_bytes")))
+    # panels filled by transfers and copies must add up exactly
+    seg = s.segments.sort("object_id")
+    seg_ids = _col(seg, "object_id")
+    elements = np.zeros(n, dtype=np.int64)
+    rect = {k: np.zeros(n, dtype=np.int64) for k in ("g0", "g1", "r0", "r1", "c0", "c1")}
+    seg_tensor = np.full(n, -1, dtype=np.int64)
+    for k in rect:
+        rect[k][seg_ids] = _col(seg, k)
+    seg_tensor[seg_ids] = _col(seg, "tensor_id")
+    elements[seg_ids] = (rect["g1"] - rect["g0"])[seg_ids] * (rect["r1"] - rect["r0"])[seg_ids] * (
+        rect["c1"] - rect["c0"])[seg_ids]
+    elem_bytes = np.where(elements > 0, o_size // np.maximum(elements, 1), 0)
+    got = np.bincount(_col(tr, "dst_object"), weights=_col(tr, "size_bytes"), minlength=n).astype(np.int64)
+    copy_out = is_out & c_copy[oc]
+    c_elems = (_col(cmds, "rows") * _col(cmds, "cols") * _col(cmds, "groups"))[oc[copy_out]]
+    got += np.bincount(oo[copy_out], weights=c_elems * elem_bytes[oo[copy_out]], minlength=n).astype(np.int64)
+    target = has_fill | np.isin(np.arange(n), oo[copy_out])
+    bad = target & (got != o_size)
+    _fail("operand panel not filled exactly by its transfers and copies", objs.with_columns(filled_bytes=got), bad)
 
-    # sources hold what they send
+    # sources hold what they send, and hold it before the transfer
     if tr.height:
-        src = (tr.join(s.slices.select("transfer_id", "destination", "g0", "g1", "r0", "r1", "c0", "c1"),
-                       on=["transfer_id", "destination"])
-               .join(s.segments.rename({c: f"o{c}" for c in ("g0", "g1", "r0", "r1", "c0", "c1")})
-                     .rename({"object_id": "src_object", "tensor_id": "src_tensor"}), on="src_object", how="left")
-               .join(written.rename({"object_id": "src_object"}), on="src_object", how="left"))
-        inside = ((pl.col("g0") >= pl.col("og0")) & (pl.col("g1") <= pl.col("og1")) & (pl.col("r0") >= pl.col("or0"))
-                  & (pl.col("r1") <= pl.col("or1")) & (pl.col("c0") >= pl.col("oc0")) & (pl.col("c1") <= pl.col("oc1")))
-        _fail("transfer source does not hold the slice it sends",
-              src.filter((pl.col("src_tensor") != pl.col("tensor_id")) | ~inside))
-        _fail("transfer sends data before its source is written",
-              src.filter(pl.col("ready").is_null() | (pl.col("ready") >= pl.col("phase"))))
+        sl = s.slices
+        if not (np.array_equal(_col(sl, "transfer_id"), _col(tr, "transfer_id"))
+                and np.array_equal(_col(sl, "destination"), _col(tr, "destination"))):
+            raise InvalidIRError("verify_schedule: slices are not row-aligned with transfers")
+        src = _col(tr, "src_object")
+        inside = np.ones(tr.height, dtype=bool)
+        for lo, hi in (("g0", "g1"), ("r0", "r1"), ("c0", "c1")):
+            inside &= (_col(sl, lo) >= rect[lo][src]) & (_col(sl, hi) <= rect[hi][src])
+        _fail("transfer source does not hold the slice it sends", tr,
+              (seg_tensor[src] != _col(tr, "tensor_id")) | ~inside)
+        _fail("transfer sends data before its source is written", tr, ready[src] >= t_phase)

@@ -1,0 +1,80 @@
+"""Beam refinement: exact per-phase cycle estimates from the real op plans and routes.
+
+The screen counts every operand panel as received over the link. For the few
+beam candidates we build the op plans, route every operand need from its
+producer's layout (``route``), and count per (op, wave) the bytes and
+fragments each tile really sends and receives (multicast counted once at the
+sender, local pieces as copies), and the compute of the slowest tile. The
+result matches what the schedule stage will estimate for the same plan,
+without building its tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.layout.cost import copy_cycles, exchange_cycles
+from toolkit.layout.layout import Layout, route
+from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
+from toolkit.layout.screen import DTYPE_BYTES, op_estimate
+from toolkit.target import Target
+
+
+def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target,
+           tiles: int) -> int:
+    """Estimated cycles of one instance of the graph under ``p`` (repeat instances multiplied in)."""
+    plans = plan_graph(ops, tensors, params, p, tiles)
+    layout_of: dict[int, Layout] = {}
+    total = 0
+    for op, plan in zip(ops, plans, strict=True):
+        e = op_estimate(op, plan, tensors, reps, p, target, tiles)
+        n = len(plan.cell_tiles)
+        waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n, dtype=np.int64)
+        n_w = int(waves.max()) + 1
+        send = np.zeros((n_w, tiles), dtype=np.int64)
+        recv = np.zeros((n_w, tiles), dtype=np.int64)
+        frags = np.zeros((n_w, tiles), dtype=np.int64)
+        copies = np.zeros((n_w, tiles), dtype=np.int64)
+        for t, need in plan.needs.items():
+            tensor = t if t >= 0 else -t - 1
+            src = layout_of.setdefault(tensor, need)
+            if need.same_as(src) and need.replicas == 1:
+                continue
+            _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, copies, target)
+        moved = np.maximum(send, recv)
+        has_exchange = moved.max(axis=1) > 0
+        x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
+        total += int((x + target.costs.sync_cycles)[has_exchange].sum())
+        total += e["compute"][p.weight_class] + int(copies.max(axis=1).sum())
+        if plan.partials is not None:
+            total += e["exchange"] // 2 + target.costs.sync_cycles * n_w  # partials: screened estimate
+        layout_of[op["output"]] = plan.output
+    return total * max([1, *reps.values()])
+
+
+def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
+           recv: np.ndarray, frags: np.ndarray, copies: np.ndarray, target: Target) -> None:
+    pieces = route(src, need)
+    slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
+    cells = need.cells.ravel()[slot]
+    keep = (pieces["dst_tile"] >= 0) & (cells >= 0)
+    w = waves[cells[keep]]
+    size = ((pieces["g1"] - pieces["g0"]) * (pieces["r1"] - pieces["r0"]) * (pieces["c1"] - pieces["c0"]))[keep]
+    size = size * nbytes
+    s_tile, d_tile = pieces["src_tile"][keep], pieces["dst_tile"][keep]
+    local = s_tile == d_tile
+    n_w = send.shape[0]
+    idx = w * tiles + d_tile
+    copies += np.bincount(idx[local], weights=copy_cycles(size[local], target),
+                          minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
+    remote = ~local
+    recv += np.bincount(idx[remote], weights=size[remote], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
+    frags += np.bincount(idx[remote], minlength=n_w * tiles).reshape(n_w, tiles)
+    # a multicast piece leaves its source once
+    key = (pieces["src_chunk"][keep] * (need.tiles.size + 1) + pieces["dst_chunk"][keep])[remote]
+    _, first = np.unique(key, return_index=True)
+    sidx = (w[remote] * tiles + s_tile[remote])[first]
+    send += np.bincount(sidx, weights=size[remote][first], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
+
+
+__all__ = ["OpPlan", "refine"]

@@ -1,0 +1,252 @@
+"""The candidate screen: analytic per-op estimates of cycles and per-tile bytes.
+
+Linear ops (and the elementwise op that runs on a linear op's output) are
+estimated in O(1) from the grid arithmetic shared with ``linear_plan``: every
+wave of a linear op runs one cell per tile (or ``ceil(cells / tiles)`` when
+the grid folds), so the slowest tile is the tile with the largest cell.
+Attention and stream ops depend only on the row block; their estimates come
+from the actual op plans, built once per row block. Estimates are cached per
+(op, deciding parameters) across candidates.
+
+Exchange is screened as an upper bound: every operand panel that is not read
+in place is counted as received over the link; the beam is refined with the
+real routes (:mod:`toolkit.layout.refine`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from toolkit.layout.cost import amp_cycles, exchange_cycles, vector_cycles
+from toolkit.layout.layout import Layout, segmented_bounds
+from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
+from toolkit.options import WEIGHT_CLASSES
+from toolkit.target import Target
+
+DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
+PHASE_CODE_BYTES = 48   # generated supervisor code per distinct phase body per tile (screen estimate)
+RUN_ENTRY_BYTES = 16    # one run-table entry per wave: waves of one op loop over one code body
+
+
+def region1_bytes(target: Target) -> int:
+    return sum(e.size for e in target.memory_elements if e.interleaved)
+
+
+def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
+           cache: dict) -> dict:
+    """Estimates of one candidate: cycles, launches, per-tile peak bytes, feasibility and the reason."""
+    compute = exchange = syncs = launches = phases = bodies = 0
+    weights = np.zeros(tiles, dtype=np.int64)
+    inter = np.zeros(tiles, dtype=np.int64)
+    transient = np.zeros(tiles, dtype=np.int64)
+    live_out: dict[int, np.ndarray] = {}
+    producer: dict[int, dict] = {}
+    kernels = {"copy"}
+    for op in ops:
+        e = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache)
+        producer[op["output"]] = op
+        kernels.add(e["kernel"])
+        compute += e["compute"][p.weight_class]
+        exchange += e["exchange"]
+        syncs += e["syncs"]
+        launches += e["launches"]
+        phases += e["phases"]
+        bodies += 3
+        weights += e["weights"]
+        if p.weight_class == "interleaved":
+            inter += e["inter"]
+        op_bytes = sum((live_out[t] for t in op["inputs"] if t in live_out), np.zeros(tiles, dtype=np.int64))
+        live_out[op["output"]] = e["out"]
+        transient = np.maximum(transient, op_bytes + e["out"] + e["recv"])
+    support = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES + phases * RUN_ENTRY_BYTES
+    staging = target.staging_window_bytes if exchange else 0
+    peak = weights + transient + support + staging
+    capacity = target.load_limit - target.memory_start
+    reasons = []
+    if peak.max() > capacity:
+        t = int(peak.argmax())
+        reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
+                       f"support {support + staging:,}) > capacity {capacity:,} B")
+    if inter.max() > region1_bytes(target):
+        t = int(inter.argmax())
+        reasons.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
+                       f"{region1_bytes(target):,} B")
+    times = max([1, *reps.values()])  # every op sits in the repeated block when the graph repeats
+    compute, exchange, launches = compute * times, exchange * times, launches * times
+    sync_cycles = syncs * target.costs.sync_cycles * times
+    busy = weights + transient > 0
+    return {
+        "tiles_used": int(busy.sum()), "est_compute_cycles": compute, "est_exchange_cycles": exchange,
+        "est_sync_cycles": sync_cycles, "est_cycles": compute + exchange + sync_cycles, "launches": launches,
+        "peak_live_bytes": int(peak.max()), "peak_interleaved_bytes": int(inter.max()),
+        "weight_bytes": int(weights.max()), "support_bytes": int(support + staging),
+        "feasible": not reasons, "reject_reason": "; ".join(reasons) or None,
+    }
+
+
+def _is_linear(op: dict, tensors: dict) -> bool:
+    return op["kind"] == "matmul" and any(tensors[t]["role"] == "weight" for t in op["inputs"])
+
+
+def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
+              producer: dict, cache: dict) -> dict:
+    lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block)
+    if _is_linear(op, tensors):
+        key = (op["op_id"], *lin_key)
+        if key not in cache:
+            cache[key] = _linear(op, tensors, reps, params, p, target, tiles)
+        return cache[key]
+    src = producer.get(op["inputs"][0])
+    if op["kind"] in ("gelu", "cast", "copy") and src is not None and _is_linear(src, tensors):
+        key = (op["op_id"], "after", *lin_key)
+        if key not in cache:
+            cache[key] = _after_linear(op, src, tensors, params, p, target, tiles)
+        return cache[key]
+    key = (op["op_id"], "planned", p.row_block, p.inner_block, p.fused_qkv)
+    if key not in cache:
+        plans = cache.setdefault(("plans", p.row_block, p.fused_qkv), {})
+        ops_all = cache[("ops", p.fused_qkv)]
+        base = LayoutParams(row_block=p.row_block, fused_qkv=p.fused_qkv)
+        by_op = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
+        cache[key] = op_estimate(op, by_op[op["op_id"]], tensors, reps, p, target, tiles)
+    return cache[key]
+
+
+def _waves(params: dict, p: LayoutParams, shard: int) -> tuple[np.ndarray, int]:
+    """Largest row chunk of every wave of row blocks, and the wave count."""
+    sizes = np.diff(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block))
+    n_w = math.ceil(len(sizes) / shard)
+    starts = np.arange(n_w) * shard
+    return np.maximum.reduceat(sizes, starts), n_w
+
+
+def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int) -> dict:
+    n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
+    grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
+    rows_w, n_w = _waves(params, p, grid.shard)
+    per_tile = grid.max_chunks_per_tile(tiles)
+    cb, ib = min(grid.col_block, op["cols"]), min(grid.inner_block, op["inner"])
+    fp32 = grid.n_s > 1
+    compute = {}
+    for cls in WEIGHT_CLASSES:
+        cyc, _, launch = amp_cycles(rows_w, cb, ib, target, interleaved=cls == "interleaved", fp32=fp32,
+                                    inner_block=p.inner_block)
+        compute[cls] = int((cyc * per_tile).sum())
+    a = tensors[op["inputs"][0]]
+    recv_w = rows_w * ib * DTYPE_BYTES[a["dtype"]] * per_tile
+    frag = np.ceil(recv_w / (target.packet_max_words * target.word_bytes)) + 1
+    exchange = int(exchange_cycles(recv_w, frag, target).sum())
+    syncs, phases = n_w, 3 * n_w
+    launches = int((launch * per_tile).sum())
+    if fp32:  # partials to the s == 0 tile, then a reduce
+        red = rows_w * cb * 4 * grid.n_s * per_tile
+        exchange += int(exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
+        for cls in WEIGHT_CLASSES:
+            compute[cls] += int(vector_cycles("reduce", rows_w * cb * grid.n_s * per_tile, target).sum())
+        syncs += n_w
+        phases += 3 * n_w
+        launches += n_w
+    w = tensors[op["inputs"][1]]
+    rep = reps.get(op["block"], 1) if w["per_instance"] else 1
+    wbytes = ib * cb * DTYPE_BYTES[w["dtype"]] * rep * per_tile
+    bias = cb * 2 * rep * per_tile
+    out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+    used = min(tiles, grid.shard * grid.n_p * grid.n_s)
+    mask = np.arange(tiles) < used
+    out = int(math.ceil(n_r / grid.shard) * p.row_block * cb * out_b * per_tile)
+    return {
+        "kernel": "amp_matmul_f32" if fp32 else "amp_matmul_f16", "compute": compute, "exchange": exchange,
+        "syncs": syncs, "phases": phases, "launches": launches,
+        "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
+        "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()), 0),
+    }
+
+
+def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutParams, target: Target,
+                  tiles: int) -> dict:
+    n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
+    grid = linear_grid(n_r, src["cols"], src["inner"], p, tiles)
+    per_tile = grid.max_chunks_per_tile(tiles)
+    cb = min(grid.col_block, src["cols"])
+    elements = math.ceil(n_r / grid.shard) * p.row_block * cb * per_tile
+    cyc = int(vector_cycles(op["kind"], np.array([elements]), target)[0])
+    used = min(tiles, grid.shard * grid.n_p)
+    mask = np.arange(tiles) < used
+    out = elements * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+    zero = np.zeros(tiles, dtype=np.int64)
+    return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
+            "phases": 1, "launches": math.ceil(n_r / grid.shard) * per_tile,
+            "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero}
+
+
+def _slot_bytes(layout: Layout, nbytes: int) -> np.ndarray:
+    return layout.slot_elements() * nbytes
+
+
+def _per_cell(layout: Layout, values: np.ndarray, n_cells: int) -> np.ndarray:
+    cells = layout.cells.ravel()
+    ok = cells >= 0
+    return np.bincount(cells[ok], weights=values[ok], minlength=n_cells).astype(np.int64)
+
+
+def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutParams, target: Target,
+                 tiles: int) -> dict:
+    """Cycles and per-tile bytes of one op (cached by the caller on the plan key)."""
+    n = len(plan.cell_tiles)
+    wave = plan.cell_wave if plan.cell_wave is not None else np.zeros(n, dtype=np.int64)
+    n_w = int(wave.max()) + 1
+    key = wave * tiles + plan.cell_tiles
+    sh = plan.cell_shape
+    compute: dict[str, int] = {}
+    if plan.kernel.startswith("amp"):
+        for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
+            inter_w = plan.rule == "linear" and cls == "interleaved"
+            cyc, _, calls = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, interleaved=inter_w,
+                                       fp32=plan.partials is not None, inner_block=p.inner_block)
+            per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)
+            compute[cls] = int(per.max(axis=1).sum())
+        calls = calls * sh[:, 3]
+    else:
+        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 1] * sh[:, 3], target)
+        calls = np.ones(n, dtype=np.int64)
+        per = np.bincount(key, weights=cyc, minlength=n_w * tiles).reshape(n_w, tiles)
+        compute = dict.fromkeys(WEIGHT_CLASSES, int(per.max(axis=1).sum()))
+    est = {"kernel": plan.kernel, "compute": compute, "exchange": 0, "syncs": 0, "phases": n_w,
+           "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)
+                           .max(axis=1).sum())}
+    recv = np.zeros(n, dtype=np.int64)
+    for t, need in plan.needs.items():
+        tensor = t if t >= 0 else -t - 1
+        local = plan.rule == "elementwise" or (plan.rule == "values" and tensor == op["inputs"][0])
+        if not local:
+            recv += _per_cell(need, _slot_bytes(need, DTYPE_BYTES[tensors[tensor]["dtype"]]), n)
+    if plan.partials is not None:
+        recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, 4), n)
+        red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)
+        est["exchange"] += int(exchange_cycles(red, np.full(n_w, plan.partials.counts[0]), target).sum())
+        est["syncs"] += n_w
+        est["phases"] += 3 * n_w
+    rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)
+    if recv.any():
+        frag = np.ceil(rw.max(axis=1) / (target.packet_max_words * target.word_bytes))
+        est["exchange"] += int(exchange_cycles(rw.max(axis=1), frag + 1, target).sum())
+        est["syncs"] += n_w
+        est["phases"] += 2 * n_w
+    weights = np.zeros(tiles, dtype=np.int64)
+    inter = np.zeros(tiles, dtype=np.int64)   # bytes that go interleaved when the weight class is interleaved
+    for t, lay in plan.weights.items():
+        w = tensors[t]
+        rep = reps.get(op["block"], 1) if w["per_instance"] else 1
+        wb = np.bincount(lay.tiles.ravel(), weights=_slot_bytes(lay, DTYPE_BYTES[w["dtype"]]) * rep,
+                         minlength=tiles).astype(np.int64)
+        weights += wb
+        if plan.kernel.startswith("amp") and len(w["shape"]) == 2:
+            inter += wb
+    out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+    est["out"] = np.bincount(plan.output.tiles.ravel().clip(0), weights=_slot_bytes(plan.output, out_b),
+                             minlength=tiles).astype(np.int64)
+    est["recv"] = rw.max(axis=0).astype(np.int64)
+    est["weights"], est["inter"] = weights, inter
+    return est
