@@ -79,7 +79,7 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     counts = np.diff(np.concatenate([starts, [len(tile)]]))
     local = np.arange(len(tile)) - np.repeat(starts, counts)
     sig = _signatures(objects, local, starts, counts)
-    reps = np.unique(sig, return_index=True)[1]           # first tile of each signature
+    reps = np.sort(np.unique(sig, return_index=True)[1])  # first tile of each signature, in tile order
     rep_tiles = tile[starts[reps]]
     rep_obj = objects.filter(pl.col("tile").is_in(rep_tiles.tolist()))
     req, members = _requests(rep_obj, geo)

@@ -1,0 +1,59 @@
+"""Single-arena problems in MiniMalloc's CSV format: ``id,lower,upper,size`` (half-open lifetimes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+
+from toolkit.errors import FormatError
+
+COLUMNS = ("id", "lower", "upper", "size")
+
+
+def read_arena_csv(path: str | Path) -> pl.DataFrame:
+    """The rows of ``path`` with the four columns as Int64 (extra columns kept as text).
+
+    Raises FormatError naming the file, the line (1 = header) and the column.
+    """
+    p = Path(path)
+    try:
+        raw = pl.read_csv(p, infer_schema=False)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise FormatError(f"cannot read CSV: {exc}", file=str(p)) from exc
+    missing = [c for c in COLUMNS if c not in raw.columns]
+    if missing:
+        msg = f"line 1: missing column(s) {missing}; expected a header with {','.join(COLUMNS)}"
+        raise FormatError(msg, file=str(p), offset=1, field=missing[0])
+    parsed = raw.with_columns(pl.col(c).str.strip_chars().cast(pl.Int64, strict=False) for c in COLUMNS)
+    for c in COLUMNS:
+        bad = parsed[c].is_null().arg_true()
+        if len(bad):
+            row = int(bad[0])
+            value = raw[c][row]
+            msg = f"line {row + 2}, column {c!r}: {value!r} is not an integer"
+            raise FormatError(msg, file=str(p), offset=row + 2, field=c, value=value)
+    checks = [
+        (parsed["size"] < 0, "size", "is negative; sizes are bytes >= 0"),
+        (parsed["lower"] < 0, "lower", "is negative"),
+        (parsed["upper"] <= parsed["lower"], "upper", "is not above lower (lifetimes are half-open [lower, upper))"),
+    ]
+    for mask, c, why in checks:
+        bad = mask.arg_true()
+        if len(bad):
+            row = int(bad[0])
+            msg = f"line {row + 2}, column {c!r}: {c}={parsed[c][row]} {why}"
+            raise FormatError(msg, file=str(p), offset=row + 2, field=c, value=parsed[c][row])
+    return parsed
+
+
+def write_arena_csv(df: pl.DataFrame, path: str | Path) -> None:
+    """Write atomically: a temporary file beside ``path``, then rename."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        df.write_csv(tmp)
+        tmp.replace(p)
+    finally:
+        tmp.unlink(missing_ok=True)
