@@ -105,20 +105,18 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
 
 def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """A signature id per tile: equal when the tiles' objects are equal but for ids and names."""
-    ref = obj.select("tile", "object_id", pl.Series("local", local))
     cols = [
         pl.col("kind") == "support", "size_bytes", "align", "first", "last", "access", "class", "regions",
         "repeat_count", pl.col("separate_from").list.len().fill_null(0) > 0, "auxiliary",
     ]
     extra = []
     if obj["alias_of"].is_not_null().any():
-        extra.append(obj.select("alias_of").join(ref.select("object_id", "local"), left_on="alias_of",
-                                                 right_on="object_id", how="left")["local"].alias("alias_local"))
+        extra.append(pl.col("alias_of").replace_strict(obj["object_id"], pl.Series(local), default=None)
+                     .alias("alias_local"))
     if obj["group"].is_not_null().any():
-        extra.append(obj.select(pl.Series("local", local).min().over("tile", "group").alias("group_local"),
-                                pl.col("group").is_not_null().alias("grouped")).select(
-            pl.when("grouped").then("group_local").alias("group_local"))["group_local"])
-    h = obj.with_columns(extra).select(pl.struct([*cols, *[e.name for e in extra]]).hash())
+        extra.append(pl.when(pl.col("group").is_not_null())
+                     .then(pl.lit(pl.Series(local)).min().over("tile", "group")).alias("group_local"))
+    h = obj.with_columns(extra).select(pl.struct([*cols, *[e.meta.output_name() for e in extra]]).hash())
     h = h.to_series().to_numpy().astype(np.uint64)
     with np.errstate(over="ignore"):
         k = local.astype(np.uint64)

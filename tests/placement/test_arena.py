@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolkit.errors import OptionError
+from toolkit.placement import ArenaStatus, greedy_by_size, lower_bound, solve_arena
+
+
+def _no_overlap(lo, up, size, off):
+    for i in range(len(size)):
+        for j in range(i + 1, len(size)):
+            if lo[i] < up[j] and lo[j] < up[i]:
+                assert off[i] + size[i] <= off[j] or off[j] + size[j] <= off[i], (i, j)
+
+
+def test_lower_bound_half_open():
+    # ends before starts at a shared time: [0, 2) and [2, 4) never overlap
+    assert lower_bound(np.array([0, 2]), np.array([2, 4]), np.array([5, 7])) == 7
+    assert lower_bound(np.array([0, 1]), np.array([2, 4]), np.array([5, 7])) == 12
+
+
+def test_fits_at_lower_bound_and_offsets_valid():
+    rng = np.random.default_rng(0)
+    lo = rng.integers(0, 30, 60)
+    up = lo + rng.integers(1, 10, 60)
+    size = rng.integers(1, 50, 60) * 16
+    res = solve_arena(lo, up, size, None)
+    assert res.status is ArenaStatus.FIT
+    assert res.peak >= res.lower_bound
+    _no_overlap(lo, up, size, res.offsets)
+
+
+def test_search_fits_where_greedy_by_size_does_not():
+    # greedy by size puts the big long buffer first at 0; the two halves then leave a gap
+    lo = np.array([0, 0, 2, 1])
+    up = np.array([4, 2, 4, 3])
+    size = np.array([2, 2, 2, 1])
+    res = solve_arena(lo, up, size, 5, time_limit=5)
+    assert res.fits and res.peak <= 5
+    _no_overlap(lo, up, size, res.offsets)
+
+
+def test_proven_infeasible_when_bound_exceeds_capacity():
+    res = solve_arena(np.array([0, 1]), np.array([3, 4]), np.array([8, 8]), 15)
+    assert res.status is ArenaStatus.INFEASIBLE_PROVEN
+    assert res.lower_bound == 16
+
+
+def test_alignment_rounds_offsets():
+    res = solve_arena(np.array([0, 0, 0]), np.array([1, 1, 1]), np.array([3, 5, 7]), None, align=8)
+    assert (res.offsets % 8 == 0).all()
+    _no_overlap([0, 0, 0], [1, 1, 1], [8, 8, 8], res.offsets)
+
+
+def test_bad_input_names_buffer_and_field():
+    with pytest.raises(OptionError, match=r"buffer 1: size=-3 is negative"):
+        solve_arena(np.array([0, 0]), np.array([1, 1]), np.array([1, -3]), 10)
+    with pytest.raises(OptionError, match=r"buffer 0: upper=2 <= lower=2"):
+        solve_arena(np.array([2]), np.array([2]), np.array([1]), 10)
+
+
+def test_greedy_by_size_is_first_fit_largest_first():
+    off = greedy_by_size(np.array([0, 0, 0]), np.array([1, 1, 1]), np.array([1, 3, 2]))
+    assert off.tolist() == [5, 0, 3]
+
+
+def test_minimalloc_instance_fits(shared_dir):
+    import polars as pl
+
+    df = pl.read_csv(shared_dir / "bench/placement/minimalloc/J.1048576.csv")
+    lo, up, size = (df[c].to_numpy() for c in ("lower", "upper", "size"))
+    res = solve_arena(lo, up, size, 1_048_576, time_limit=30)
+    assert res.fits and res.peak <= 1_048_576
+    assert (greedy_by_size(lo, up, size) + size).max() > 1_048_576
+    _no_overlap(lo, up, size, res.offsets)

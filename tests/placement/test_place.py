@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from toolkit.errors import InvalidIRError, ModelError
+from toolkit.placement import place, verify_placement
+from toolkit.placement.strategies import object_frames, objects_frame, synthetic_objects
+from toolkit.target import KIB, Element, ipu21
+
+
+def small_target():
+    """64 KiB of standard region 0 (4 elements) below 256 KiB of interleaved region 1 (8 pairs): 320 KiB."""
+    std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
+    pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(8)]
+    return dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xC0000, load_limit=0xC0000,
+                               memory_elements=tuple(std + pairs))
+
+
+def addresses(p):
+    return dict(zip(p.placement["object_id"].to_list(), p.placement["address"].to_list(), strict=True))
+
+
+def test_alternating_class_peaks_fit_jointly():
+    t = small_target()
+    objs = objects_frame([
+        {"size_bytes": 256 * KIB, "first": 0, "last": 0, "class": "interleaved", "regions": [1], "align": 16},
+        {"size_bytes": 64 * KIB, "first": 0, "last": 0},
+        {"size_bytes": 192 * KIB, "first": 1, "last": 1},
+        {"size_bytes": 64 * KIB, "first": 1, "last": 1, "class": "interleaved", "regions": [1], "align": 16},
+        {"size_bytes": 64 * KIB, "first": 1, "last": 1},
+    ])
+    # a fixed partition needs the sum of the class peaks: 256 KiB interleaved + 256 KiB standard
+    peaks = objs.group_by("class", "first").agg(pl.col("size_bytes").sum()).group_by("class").agg(
+        pl.col("size_bytes").max())
+    assert peaks["size_bytes"].sum() == 512 * KIB
+    p = place(objs, t)
+    assert p.fits, p.failures
+    verify_placement(objs, p.placement, t)
+    a = addresses(p)
+    assert a[0] == 0x80000 and a[3] == 0x80000       # interleaved first, low addresses
+    assert a[2] >= 0x80000                            # standard storage reuses region 1 after the peak moved
+    assert p.occupancy["live_bytes"].max() == 320 * KIB
+
+
+@pytest.mark.parametrize(("regions", "stride"), [([0, 1], 16 * KIB), ([1], 32 * KIB)])
+def test_repeat_stride_region0_and_forced_region1(regions, stride):
+    t = ipu21()
+    objs = objects_frame([
+        {"size_bytes": 5000, "align": 8, "first": 0, "last": 3, "repeat_count": 3, "regions": regions,
+         "separate_from": [1]},
+        {"size_bytes": 3000, "first": 0, "last": 3},
+        {"size_bytes": 5000, "align": 8, "first": 0, "last": 3, "repeat_count": 3, "regions": regions},
+    ])
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t)
+    row = p.placement.filter(pl.col("object_id") == 0).row(0, named=True)
+    assert row["stride_bytes"] == stride
+    assert row["region"] == regions[0]
+    assert row["address"] % stride == 0
+    plain = p.placement.filter(pl.col("object_id") == 2).row(0, named=True)
+    assert plain["stride_bytes"] == 5000
+
+
+def test_auxiliary_avoids_ever_occupied_addresses():
+    t = ipu21()
+    objs = objects_frame([
+        {"size_bytes": 1000, "first": 0, "last": 0},
+        {"size_bytes": 3000, "first": 2, "last": 2},
+        {"size_bytes": 500, "first": 5, "last": 5, "auxiliary": True},
+    ])
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t)
+    a = addresses(p)
+    assert a[0] == a[1] == t.memory_start             # the dead buffer's space is reused ...
+    assert a[2] >= t.memory_start + 3000              # ... but never by the auxiliary one
+
+
+def test_executable_reserves_whole_elements():
+    t = ipu21()
+    objs = objects_frame([
+        {"size_bytes": 6000, "first": 0, "last": 9, "access": "executable", "kind": "code", "regions": [0]},
+        {"size_bytes": 100, "first": 0, "last": 9},
+    ])
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t)
+    a = addresses(p)
+    assert a[0] == t.memory_start and a[1] == t.memory_start + 16 * KIB
+
+
+def test_support_first_alias_and_group():
+    t = ipu21()
+    objs = objects_frame([
+        {"size_bytes": 100, "first": 0, "last": 1},
+        {"size_bytes": 64, "first": 3, "last": 5, "kind": "support"},
+        {"size_bytes": 100, "first": 4, "last": 6, "alias_of": 0},
+        {"size_bytes": 40, "first": 2, "last": 3, "group": 7},
+        {"size_bytes": 24, "first": 2, "last": 2, "group": 7},
+    ])
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t)
+    a = addresses(p)
+    assert a[1] == t.memory_start                    # support reserved before everything
+    assert a[2] == a[0]                              # alias at its root
+    assert a[4] == a[3] + 40                         # group back to back
+
+
+def test_proven_failure_when_live_bytes_exceed_memory():
+    t = ipu21()
+    objs = objects_frame([{"size_bytes": 400 * KIB, "first": 0, "last": 3},
+                          {"size_bytes": 400 * KIB, "first": 2, "last": 5}])
+    p = place(objs, t)
+    assert not p.fits
+    row = p.failures.row(0, named=True)
+    assert row["proven"] and row["event"] == 2 and row["live_bytes"] == 800 * KIB
+    assert row["capacity_bytes"] == t.load_limit - t.memory_start
+    assert sorted(row["largest_objects"]) == [0, 1]
+    assert "above the" in row["reason"]
+
+
+def test_proven_failure_by_interleaved_capacity():
+    t = ipu21()
+    objs = objects_frame([
+        {"size_bytes": 220 * KIB, "first": 0, "last": 0, "class": "interleaved", "regions": [1], "align": 16},
+        {"size_bytes": 220 * KIB, "first": 0, "last": 0, "class": "interleaved", "regions": [1], "align": 16},
+    ])
+    p = place(objs, t)
+    row = p.failures.row(0, named=True)
+    assert row["proven"] and "interleaved" in row["reason"]
+
+
+def test_identical_tiles_placed_once():
+    t = ipu21()
+    objs = synthetic_objects(t, signatures=3, objects=(20, 40), seed=1)
+    p = place(objs, t)
+    assert p.distinct_tiles == 3
+    assert p.fits
+    verify_placement(objs, p.placement, t)
+    assert p.placement.height == objs.height
+    assert p.occupancy["tile"].n_unique() == t.tiles
+
+
+def test_bad_objects_name_field_and_value():
+    objs = objects_frame([{"size_bytes": -5, "first": 0, "last": 0}])
+    with pytest.raises(ModelError, match=r"object 0 .*size_bytes=-5 is negative"):
+        place(objs, ipu21())
+    objs = objects_frame([{"size_bytes": 5, "first": 0, "last": 0, "align": 3}])
+    with pytest.raises(ModelError, match=r"align=3 must be a positive power of two"):
+        place(objs, ipu21())
+    objs = objects_frame([{"size_bytes": 5, "first": 0, "last": 0, "class": "interleaved", "regions": [0]}])
+    with pytest.raises(ModelError, match=r"interleaved but its regions allow none of regions \[1\]"):
+        place(objs, ipu21())
+    objs = objects_frame([{"size_bytes": 5, "first": 0, "last": 0, "alias_of": 9}])
+    with pytest.raises(ModelError, match=r"alias_of=9 is not an object id"):
+        place(objs, ipu21())
+
+
+def test_verify_catches_overlap():
+    t = ipu21()
+    objs = objects_frame([{"size_bytes": 100, "first": 0, "last": 1}, {"size_bytes": 100, "first": 1, "last": 2}])
+    p = place(objs, t)
+    bad = p.placement.with_columns(pl.lit(t.memory_start, dtype=pl.Int64).alias("address"))
+    with pytest.raises(InvalidIRError, match="share bytes while both live"):
+        verify_placement(objs, bad, t)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(object_frames())
+def test_random_mixed_class_lifetimes_never_overlap(objs):
+    t = ipu21()
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t, allow_missing=not p.fits)
+    if not p.fits:
+        assert p.failures.height == 1
