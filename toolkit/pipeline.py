@@ -4,10 +4,17 @@ A :class:`Compilation` holds every stage's typed result, so a notebook can
 open any intermediate (``c.schedule.transfers``) or all of them
 (``c.frames()``). Nothing is printed: progress goes to an optional callback
 ``progress(stage, index, total)``.
+
+Exact placement runs only on finalists: the layout search ranks a beam; the
+best one is scheduled, lowered and placed, and when placement fails the next
+beam member is tried (the candidates frame records ``placed`` for each try).
+When none places, the compilation of the best try is returned with its
+placement failures, so the notebook can show why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,16 +23,19 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ModelError
+from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout.search import params_of
 from toolkit.options import Options, as_options
+from toolkit.placement import Placement, PlacementOptions, place, verify_placement
 from toolkit.schedule import Schedule, schedule
 from toolkit.schedule.verify import verify_schedule
 from toolkit.target import Target, ipu21
 from toolkit.tiles import TilePrograms, lower_tiles
 
 Progress = Callable[[str, int, int], None]
-STAGES = ("graph", "layout", "schedule", "tiles")
+STAGES = ("graph", "layout", "schedule", "exchange", "tiles", "placement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +48,9 @@ class Compilation:
     graph: Graph
     layout: LayoutResult
     schedule: Schedule
+    exchange: Exchange
     tiles: TilePrograms
+    placement: Placement
     timings: dict[str, float] = field(default_factory=dict)
 
     def frames(self) -> dict[str, pl.DataFrame]:
@@ -46,29 +58,37 @@ class Compilation:
         out: dict[str, pl.DataFrame] = {}
         for stage in STAGES:
             result = getattr(self, stage)
-            for name, df in result.frames().items():
+            named = result.frames() if hasattr(result, "frames") else {
+                f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                if isinstance(getattr(result, f.name), pl.DataFrame)}
+            for name, df in named.items():
                 out[f"{stage}.{name}"] = df
         return out
 
     def summary(self) -> pl.DataFrame:
         """One row: estimated cycles, launches and record counts (repeat instances expanded)."""
         ex = self.schedule.expand()
-        phases = ex["phases"].collect()
         counts = self.schedule.summary()
         busiest = (ex["commands"].group_by("phase", "instance", "tile").agg(pl.col("calls", "launches").sum())
                    .group_by("phase", "instance").agg(pl.col("calls", "launches").max())
                    .select(pl.col("calls", "launches").sum()).collect())
         chosen = self.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
+        inst = self.schedule.repeats.select(pl.col("instances").max()).item() if self.schedule.repeats.height else 1
+        occ = self.placement.occupancy
+        peak = int(occ["live_bytes"].max()) if occ.height else int(chosen["peak_live_bytes"])
         return pl.DataFrame({
             "workload": [self.workload],
-            "est_cycles": [int(phases["est_cycles"].sum())],
+            "est_cycles": [int(self.est_cycles())],
+            **{f"{k}_cycles": [int(self.est_cycles(k))] for k in ("compute", "exchange", "sync")},
             "launches": [int(busiest["launches"].item() or 0)],
             "kernel_calls": [int(busiest["calls"].item() or 0)],
             "phases": [counts["phases"]],
             "commands": [counts["commands"]],
             "transfers": [counts["transfers"]],
             "objects": [counts["objects"]],
-            "peak_sram_bytes": [int(chosen["peak_live_bytes"])],
+            "exchange_steps": [int(self.exchange.summary["steps"].sum()) * inst],
+            "peak_sram_bytes": [peak],
+            "placed": [self.placement.fits],
             "tiles_used": [int(self.tiles.per_tile.height)],
             "row_block": [chosen["row_block"]],
             "row_shard": [chosen["row_shard"]],
@@ -76,6 +96,19 @@ class Compilation:
             "weight_class": [chosen["weight_class"]],
             "fused_qkv": [chosen["fused_qkv"]],
         })
+
+    def est_cycles(self, kind: str | None = None) -> int:
+        """Estimated cycles of the whole program (or of one phase kind): compute phases from the schedule,
+        exchange phases as lowered, repeat instances multiplied in."""
+        phases = self.schedule.phases.join(
+            self.exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
+        if kind is not None:
+            phases = phases.filter(pl.col("kind") == kind)
+        per = phases.select(pl.coalesce("lowered", "est_cycles").alias("cycles"), "block")
+        inst = dict(zip(self.schedule.repeats["block"].to_list(), self.schedule.repeats["instances"].to_list(),
+                        strict=True))
+        return int(per.select((pl.col("cycles") * pl.col("block").replace_strict(
+            inst, default=1, return_dtype=pl.Int64)).sum()).item())
 
 
 def resolve_graph(workload: str | Workload | Graph) -> Graph:
@@ -87,7 +120,7 @@ def resolve_graph(workload: str | Workload | Graph) -> Graph:
     raise ModelError(msg, field="workload", value=workload)
 
 
-def compile(
+def compile(  # noqa: A001 - the public verb
     workload: str | Workload | Graph,
     target: Target | None = None,
     options: Options | Mapping[str, Any] | None = None,
@@ -103,19 +136,47 @@ def compile(
         notify(name, STAGES.index(name), len(STAGES))
         start = time.perf_counter()
         out = fn(*args, **kwargs)
-        timings[name] = time.perf_counter() - start
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         return out
 
     graph = step("graph", resolve_graph, workload)
     layout = step("layout", search_layouts, graph, target, opts)
-
-    def build_schedule() -> Schedule:
-        s = schedule(layout.graph, layout.chosen, target, tiles=layout.tiles)
-        verify_schedule(s)
-        return s
-
-    sched = step("schedule", build_schedule)
-    tiles = step("tiles", lower_tiles, sched)
+    beam = (layout.candidates.filter(pl.col("beam"))
+            .sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id"))
+    placed: dict[int, bool] = {}
+    best = None
+    for row in beam.iter_rows(named=True):
+        params = params_of(row)
+        g = layout.graphs[params.fused_qkv]
+        sched = step("schedule", _scheduled, g, params, target, layout.tiles)
+        exchange = step("exchange", _lowered, sched, target)
+        tiles = step("tiles", lower_tiles, sched)
+        placement = step("placement", _placed, sched, target, opts)
+        placed[row["candidate_id"]] = placement.fits
+        if best is None or placement.fits:
+            best = (row["candidate_id"], g, sched, exchange, tiles, placement)
+        if placement.fits:
+            break
+    cid, g, sched, exchange, tiles, placement = best
+    layout = layout.with_choice(cid, placed)
     notify("done", len(STAGES), len(STAGES))
-    return Compilation(workload=graph.name, target=target, options=opts, graph=layout.graph, layout=layout,
-                       schedule=sched, tiles=tiles, timings=timings)
+    return Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
+                       exchange=exchange, tiles=tiles, placement=placement, timings=timings)
+
+
+def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
+    s = schedule(graph, params, target, tiles=tiles)
+    verify_schedule(s)
+    return s
+
+
+def _lowered(sched: Schedule, target: Target) -> Exchange:
+    ex = lower_exchanges(sched.transfers, target)
+    verify_exchange(ex, sched.transfers, target)
+    return ex
+
+
+def _placed(sched: Schedule, target: Target, opts: Options) -> Placement:
+    p = place(sched.objects, target, PlacementOptions(search_seconds=opts.placement_time_limit))
+    verify_placement(sched.objects, p.placement, target)
+    return p

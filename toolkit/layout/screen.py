@@ -37,7 +37,7 @@ def region1_bytes(target: Target) -> int:
 def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
            cache: dict) -> dict:
     """Estimates of one candidate: cycles, launches, per-tile peak bytes, feasibility and the reason."""
-    compute = exchange = syncs = launches = phases = bodies = 0
+    compute = exchange = syncs = launches = phases = bodies = panel = 0
     weights = np.zeros(tiles, dtype=np.int64)
     inter = np.zeros(tiles, dtype=np.int64)
     transient = np.zeros(tiles, dtype=np.int64)
@@ -53,6 +53,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         syncs += e["syncs"]
         launches += e["launches"]
         phases += e["phases"]
+        panel = max(panel, e["panel"])
         bodies += 3
         weights += e["weights"]
         if p.weight_class == "interleaved":
@@ -73,6 +74,11 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         t = int(inter.argmax())
         reasons.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
                        f"{region1_bytes(target):,} B")
+    r0 = sum(e.size for e in target.memory_elements if not e.interleaved)
+    room = max(r0, region1_bytes(target) - int(inter.max()))
+    if panel > room:
+        reasons.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
+                       f"interleaved weights); raise inner_split or lower row_block")
     times = max([1, *reps.values()])  # every op sits in the repeated block when the graph repeats
     compute, exchange, launches = compute * times, exchange * times, launches * times
     sync_cycles = syncs * target.costs.sync_cycles * times
@@ -161,6 +167,7 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
         "syncs": syncs, "phases": phases, "launches": launches,
         "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
         "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()), 0),
+        "panel": int(rows_w.max() * ib * DTYPE_BYTES[a["dtype"]]),
     }
 
 
@@ -178,7 +185,7 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     zero = np.zeros(tiles, dtype=np.int64)
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
             "phases": 1, "launches": math.ceil(n_r / grid.shard) * per_tile,
-            "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero}
+            "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero, "panel": 0}
 
 
 def _slot_bytes(layout: Layout, nbytes: int) -> np.ndarray:
@@ -217,11 +224,14 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
            "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)
                            .max(axis=1).sum())}
     recv = np.zeros(n, dtype=np.int64)
+    est["panel"] = 0
     for t, need in plan.needs.items():
         tensor = t if t >= 0 else -t - 1
         local = plan.rule == "elementwise" or (plan.rule == "values" and tensor == op["inputs"][0])
         if not local:
-            recv += _per_cell(need, _slot_bytes(need, DTYPE_BYTES[tensors[tensor]["dtype"]]), n)
+            slot_bytes = _slot_bytes(need, DTYPE_BYTES[tensors[tensor]["dtype"]])
+            recv += _per_cell(need, slot_bytes, n)
+            est["panel"] = max(est["panel"], int(slot_bytes.max()))
     if plan.partials is not None:
         recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, 4), n)
         red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)

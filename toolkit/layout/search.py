@@ -50,9 +50,20 @@ class LayoutResult:
     chosen: LayoutParams
     graph: Graph               # the graph the chosen layout applies to (fused QKV may differ from the input)
     tiles: int
+    graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"candidates": self.candidates}
+
+    def with_choice(self, candidate_id: int, placed: dict[int, bool]) -> LayoutResult:
+        """The same search with ``candidate_id`` chosen and the placement outcome of the tried finalists."""
+        tried = pl.DataFrame({"candidate_id": list(placed), "ok": list(placed.values())},
+                             schema={"candidate_id": pl.Int32, "ok": pl.Boolean})
+        cand = (self.candidates.drop("placed", strict=False).join(tried, on="candidate_id", how="left")
+                .rename({"ok": "placed"}).with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
+        chosen = params_of(cand.filter(pl.col("chosen")).row(0, named=True))
+        return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
+                            graphs=self.graphs)
 
 
 def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
@@ -93,7 +104,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     beam = feas.head(options.beam_width)
     scores = {}
     for r in beam.iter_rows(named=True):
-        p = _params_of(r)
+        p = params_of(r)
         g = graphs[p.fused_qkv]
         ops = list(g.ops.iter_rows(named=True))
         tensors = {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)}
@@ -106,8 +117,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             .with_columns(pl.col("sched").alias("sched_cycles"), pl.col("sched").is_not_null().alias("beam"),
                           (pl.col("candidate_id") == best).alias("chosen"))
             .drop("sched").cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
-    chosen = _params_of(cand.filter(pl.col("chosen")).row(0, named=True))
-    return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles)
+    chosen = params_of(cand.filter(pl.col("chosen")).row(0, named=True))
+    return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs)
 
 
 # -- enumeration ---------------------------------------------------------------
@@ -181,7 +192,7 @@ def _param_cols(p: LayoutParams) -> dict:
             "fused_qkv": p.fused_qkv}
 
 
-def _params_of(row: dict) -> LayoutParams:
+def params_of(row: dict) -> LayoutParams:
     return LayoutParams(row_block=row["row_block"], row_shard=row["row_shard"], panel_groups=row["panel_groups"],
                         inner_split=row["inner_split"], inner_block=row["inner_block"],
                         weight_class=row["weight_class"], fused_qkv=row["fused_qkv"])
