@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from toolkit.cli import compile as compile_cli
 from toolkit.cli import graph, placement, profile
 
 app = typer.Typer(
@@ -15,10 +16,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.command("compile")(compile_cli.compile_cmd)
 app.command("workloads")(graph.workloads_cmd)
 app.command("graph")(graph.graph_cmd)
 app.add_typer(profile.app, name="profile")
 app.add_typer(placement.app, name="placement")
+app.add_typer(compile_cli.artifacts_app, name="artifacts")
 
 
 def main() -> None:

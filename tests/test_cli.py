@@ -1,0 +1,42 @@
+import json
+
+from typer.testing import CliRunner
+
+from toolkit.cli import app
+from toolkit.cli.compile import parse_option
+
+runner = CliRunner()
+
+
+def test_workloads_and_graph():
+    r = runner.invoke(app, ["workloads", "--json"])
+    assert r.exit_code == 0 and "mlp-small-repeat" in r.stdout
+    r = runner.invoke(app, ["graph", "encoder-b8", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["name"] == "attn.ln"
+
+
+def test_compile_json_and_case(tmp_path):
+    out = tmp_path / "cases" / "mlp-small-repeat"
+    r = runner.invoke(app, ["compile", "mlp-small-repeat", "-o", "row_block=36", "--json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)[0]
+    assert summary["row_block"] == 36 and summary["placed"] is True
+    assert (out / "manifest.json").exists()
+    r = runner.invoke(app, ["artifacts", "check", str(tmp_path)])
+    assert r.exit_code == 0 and "consistent" in r.stdout
+
+
+def test_bad_input_exits_2_with_the_field():
+    r = runner.invoke(app, ["compile", "mlp-single-b3"])
+    assert r.exit_code == 2 and "unknown workload 'mlp-single-b3'" in r.output
+    r = runner.invoke(app, ["compile", "mlp-small-repeat", "-o", "rowblock=3"])
+    assert r.exit_code == 2 and "unknown option 'rowblock'" in r.output
+    r = runner.invoke(app, ["compile", "mlp-small-repeat", "-o", "row_block"])
+    assert r.exit_code == 2 and "must look like key=value" in r.output
+
+
+def test_parse_option_values():
+    assert parse_option("row_block=18") == ("row_block", 18)
+    assert parse_option("fused_qkv=true") == ("fused_qkv", True)
+    assert parse_option("row_blocks=8,16") == ("row_blocks", (8, 16))
+    assert parse_option("weight_class=standard") == ("weight_class", "standard")

@@ -1,0 +1,181 @@
+"""Artifact directories: one case per compiled workload, written atomically, checked for consistency.
+
+Layout of a case (``artifacts/<experiment>/<case>/``):
+
+- ``manifest.json``: workload and its parameters, options, target, toolkit
+  version, source (simulated | hardware), clock, cropped cycles, max abs error
+  (when checked), summary numbers, created time, and every file with its size;
+- ``tables/<stage>.<frame>.parquet``: every stage's tables (zstd-compressed);
+- ``profile.capnp`` and ``profile/`` (Parquet) when a profile is attached;
+- ``log.txt``: what ran, one ``key=value`` record per line.
+
+Writes go to a temporary sibling directory that is renamed into place at the
+end, so an interrupted run leaves no half case. ``check_artifacts`` reports
+cases whose directory name, manifest and log disagree (the placement note's
+model case: a directory named for batch 4 whose log says batch 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit.errors import FormatError, OptionError
+from toolkit.graph import PRESETS
+
+MANIFEST = "manifest.json"
+LOG = "log.txt"
+CHECK_SCHEMA = {"case": pl.String, "field": pl.String, "directory": pl.String, "manifest": pl.String,
+                "log": pl.String, "problem": pl.String}
+WORKLOAD_FIELDS = ("tokens", "width", "hidden", "heads", "head_dim", "batch", "blocks", "fused_qkv")
+
+
+def write_case(compilation, out: str | Path, *, profile=None, check=None, overwrite: bool = False,
+               extra_log: list[str] | None = None) -> Path:
+    """Write ``compilation`` (and optionally its profile and check result) as a case directory."""
+    from toolkit import __version__
+    out = Path(out)
+    if out.exists() and not overwrite:
+        msg = f"case directory {out} already exists; pass overwrite=True (CLI: --overwrite) to replace it"
+        raise OptionError(msg, field="out", value=str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        files = _write_tables(compilation, tmp)
+        cropped = clock = None
+        if profile is not None:
+            from toolkit.profile import crop, write_capnp, write_parquet
+            write_capnp(profile, tmp / "profile.capnp")
+            write_parquet(profile, tmp / "profile")
+            c = crop(profile)
+            cropped, clock = int(c.cropped_cycles), float(profile.clock_hz)
+        params = {k: compilation.graph.params.get(k) for k in WORKLOAD_FIELDS}
+        summary = compilation.summary().row(0, named=True)
+        manifest = {
+            "workload": compilation.workload,
+            "params": params,
+            "options": _jsonable(compilation.options.to_dict()),
+            "target": _jsonable(compilation.target.to_dict()),
+            "toolkit_version": __version__,
+            "source": getattr(profile, "source", None) or "simulated",
+            "clock_hz": clock or float(compilation.target.clock_hz),
+            "cropped_cycles": cropped,
+            "max_abs_error": None if check is None else float(check.max_abs_error),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "summary": _jsonable(summary),
+        }
+        log = [f"workload={compilation.workload}", *(f"{k}={v}" for k, v in params.items()),
+               *(f"stage={k} seconds={v:.3f}" for k, v in compilation.timings.items()),
+               f"est_cycles={summary['est_cycles']}", f"placed={summary['placed']}"]
+        if cropped is not None:
+            log.append(f"cropped_cycles={cropped}")
+        if check is not None:
+            log.append(f"max_abs_error={check.max_abs_error}")
+        (tmp / LOG).write_text("\n".join([*log, *(extra_log or [])]) + "\n")
+        files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+        manifest["files"] = {f: (tmp / f).stat().st_size for f in files}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        tmp.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _write_tables(compilation, root: Path) -> list[str]:
+    tables = root / "tables"
+    tables.mkdir()
+    names = []
+    for name, df in compilation.frames().items():
+        path = tables / f"{name}.parquet"
+        df.write_parquet(path, compression="zstd", compression_level=9)
+        names.append(path.name)
+    return names
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float | int | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+def read_manifest(case: str | Path) -> dict:
+    path = Path(case) / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"cannot read the manifest: {exc}", file=str(path)) from exc
+    if not isinstance(data, dict) or "workload" not in data:
+        raise FormatError("manifest has no 'workload' field", file=str(path), field="workload")
+    return data
+
+
+def read_log(case: str | Path) -> dict[str, str]:
+    """The ``key=value`` records of a case log (the last value of each key wins)."""
+    path = Path(case) / LOG
+    if not path.exists():
+        return {}
+    records: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        for key, value in re.findall(r"(\w+)=(\S+)", line):
+            records[key] = value
+    return records
+
+
+def check_artifacts(root: str | Path) -> pl.DataFrame:
+    """One row per disagreement between a case's directory name, manifest and log (empty when consistent)."""
+    root = Path(root)
+    if not root.exists():
+        raise OptionError(f"artifact directory {root} does not exist", field="root", value=str(root))
+    rows: list[dict] = []
+    cases = sorted({p.parent for p in root.rglob(MANIFEST)})
+    for case in cases:
+        name = case.name
+        manifest = read_manifest(case)
+        log = read_log(case)
+        params = manifest.get("params", {})
+        preset = PRESETS.get(name)
+        if preset is not None and manifest["workload"] != name:
+            rows.append(_row(case, "workload", name, manifest["workload"], log.get("workload"),
+                             "directory is named for a different preset than the manifest's workload"))
+        if "workload" in log and log["workload"] != manifest["workload"]:
+            rows.append(_row(case, "workload", name, manifest["workload"], log["workload"],
+                             "log and manifest name different workloads"))
+        for field in ("batch", "blocks"):
+            want = getattr(preset, field) if preset is not None else None
+            got = params.get(field)
+            logged = log.get(field)
+            if want is not None and got is not None and int(got) != int(want):
+                rows.append(_row(case, field, str(want), str(got), logged,
+                                 f"directory '{name}' implies {field}={want} but the manifest says {got}"))
+            if logged is not None and got is not None and str(got) != logged:
+                rows.append(_row(case, field, None if want is None else str(want), str(got), logged,
+                                 f"log says {field}={logged} but the manifest says {got}"))
+        missing = [f for f in manifest.get("files", {}) if not (case / f).exists()]
+        if missing:
+            rows.append(_row(case, "files", None, f"{len(manifest['files'])} files", None,
+                             f"files listed in the manifest are missing: {missing[:5]}"))
+    return pl.DataFrame(rows, schema=CHECK_SCHEMA)
+
+
+def _row(case: Path, field: str, directory, manifest, log, problem: str) -> dict:
+    return {"case": case.as_posix(), "field": field, "directory": directory, "manifest": manifest, "log": log,
+            "problem": problem}

@@ -1,0 +1,120 @@
+"""``toolkit compile`` and ``toolkit artifacts check``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from toolkit.artifacts import check_artifacts, write_case
+from toolkit.cli.graph import fail, show
+from toolkit.errors import OptionError, ToolkitError
+
+artifacts_app = typer.Typer(help="Inspect artifact directories.", no_args_is_help=True)
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``key=value`` with ints, floats, booleans, none and comma lists understood."""
+    if "=" not in text:
+        msg = f"--option {text!r} must look like key=value (e.g. row_block=18)"
+        raise OptionError(msg, field="option", value=text)
+    key, raw = text.split("=", 1)
+    return key.strip(), _value(raw.strip())
+
+
+def _value(raw: str) -> object:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    if "," in raw:
+        return tuple(_value(part) for part in raw.split(",") if part)
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def compile_cmd(
+    workload: str = typer.Argument("mlp-small-repeat", help="Preset name (see `toolkit workloads`)."),
+    batch: int | None = typer.Option(None, help="Override the preset's batch."),
+    blocks: int | None = typer.Option(None, help="Override the preset's repeat count."),
+    option: list[str] = typer.Option([], "--option", "-o", help="Compile option key=value (repeatable)."),
+    target_file: Path | None = typer.Option(None, "--target", help="JSON/TOML file of target overrides."),
+    out: Path | None = typer.Option(None, help="Write a case directory (manifest, tables, profile, log) here."),
+    overwrite: bool = typer.Option(False, help="Replace an existing case directory."),
+    check: bool = typer.Option(False, "--check", help="Run the functional check and record max_abs_error."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Compile a workload through every stage and print its summary."""
+    import toolkit
+    try:
+        graph = toolkit.build_graph(workload, batch=batch, blocks=blocks)
+        options = dict(parse_option(o) for o in option)
+        target = toolkit.load_target(target_file) if target_file else toolkit.ipu21()
+        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(f"compiling {workload}", total=1)
+
+            def progress(stage: str, index: int, total: int) -> None:
+                bar.update(task, description=f"{workload}: {stage}", completed=index, total=total)
+
+            c = toolkit.compile(graph, target=target, options=options, progress=progress)
+        profile = _simulate(c)
+        result = _check(c) if check else None
+        if out is not None:
+            write_case(c, out, profile=profile, check=result, overwrite=overwrite)
+    except ToolkitError as exc:
+        fail(exc)
+    summary = c.summary()
+    if profile is not None:
+        from toolkit.profile import crop
+        summary = summary.with_columns(cropped_cycles=crop(profile).cropped_cycles)
+    if result is not None:
+        summary = summary.with_columns(max_abs_error=result.max_abs_error)
+    if as_json:
+        show(summary, "summary", as_json=True)
+    else:  # one row of many columns reads best as field/value pairs
+        pairs = pl.DataFrame({"field": summary.columns, "value": [str(v) for v in summary.row(0)]})
+        show(pairs, f"{c.workload}: summary")
+    if out is not None and not as_json:
+        typer.echo(f"wrote {out}", err=True)
+
+
+def _simulate(c):
+    try:
+        from toolkit.simulate import simulate
+    except ImportError:  # the simulator is optional until it lands
+        return None
+    return simulate(c)
+
+
+def _check(c):
+    from toolkit.check import check
+    return check(c)
+
+
+@artifacts_app.command("check")
+def artifacts_check_cmd(
+    root: Path = typer.Argument(..., help="An artifact directory (searched recursively for manifest.json)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
+    """Report cases whose directory name, manifest and log disagree (exit 1 when any)."""
+    try:
+        problems = check_artifacts(root)
+    except ToolkitError as exc:
+        fail(exc)
+    if problems.height == 0:
+        if as_json:
+            typer.echo("[]")
+        else:
+            typer.echo(f"{root}: every case is consistent")
+        return
+    show(problems, f"{root}: {problems.height} problem(s)", as_json=as_json)
+    raise typer.Exit(1)
