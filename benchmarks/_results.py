@@ -19,7 +19,9 @@ HEADER = "# Benchmark results\n\nFigures written by the scripts in `benchmarks/`
 
 def write_section(name: str, body: str, *, command: str | None = None) -> None:
     """Replace (or append) the section ``name`` with ``body`` (markdown)."""
-    command = command or "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    script = Path(sys.argv[0])
+    runner = f"-m benchmarks.{script.stem}" if script.parent.name == "benchmarks" else script.as_posix()
+    command = command or " ".join(["python", runner, *sys.argv[1:]])
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = (

@@ -175,9 +175,7 @@ def _staging(prog, first_id: int, target: Target) -> tuple[pl.DataFrame, pl.Data
     key = tc["phase"].astype(np.int64) * n_dest + tc["destination"]
     uniq, inverse = np.unique(key, return_inverse=True)
     received = np.bincount(inverse, weights=tc["size_bytes"]).astype(np.int64)
-    order = np.lexsort((tc["destination"], tc["transfer_id"]))
-    tc = {k: v[order] for k, v in tc.items()}
-    tc["staging_object"] = (first_id + inverse)[order]
+    tc["staging_object"] = first_id + inverse  # rows stay in emission order (grouped by op and wave)
     transfers = pl.DataFrame({k: tc[k] for k in TRANSFERS_SCHEMA}).cast(TRANSFERS_SCHEMA)
     slices = pl.DataFrame({k: tc[k] for k in SLICES_SCHEMA}).cast(SLICES_SCHEMA)
     n_dest = int(tc["destination"].max()) + 1
