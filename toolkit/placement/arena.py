@@ -29,6 +29,9 @@ from toolkit.placement import _kernels as K
 SEARCH_MAX_PAIRS = 4_000_000
 #: nodes per call into the compiled search between time checks
 SEARCH_SLICE = 20_000
+#: above this many buffers only two skyline orders run, and first fit (quadratic) is skipped above FIRST_FIT_MAX
+GREEDY_LARGE = 20_000
+FIRST_FIT_MAX = 20_000
 #: how many tie-break orders the search restarts cycle through
 SEARCH_HEURISTICS = 5
 
@@ -129,7 +132,7 @@ def solve_arena(
     usize = -(-size // unit)
     ucap = None if capacity is None else capacity // unit
     sl, su, sections = _sections(lower, upper)
-    offsets, method, gpeak = _best_greedy(lower, upper, usize, sl, su, sections)
+    offsets, method, gpeak = _best_greedy(lower, upper, usize, sl, su, sections, -(-lb // unit))
     peak = peak_of(offsets, usize)
     nodes = restarts = 0
     status = ArenaStatus.FIT
@@ -226,14 +229,20 @@ def _max_section_total(sl, su, size, sections) -> np.ndarray:
     return out
 
 
-def _best_greedy(lower, upper, size, sl, su, sections) -> tuple[np.ndarray, str, int]:
+def _best_greedy(lower, upper, size, sl, su, sections, lb: int) -> tuple[np.ndarray, str, int]:
+    """Best of the greedy passes; stops early at the lower bound (nothing can beat it)."""
+    ranks = _ranks(sl, su, size, lower, upper, sections)
+    if len(size) > GREEDY_LARGE:  # the skyline pass re-queues long buffers often on big traces
+        ranks = [r for r in ranks if r[0] in ("TWA", "ZW")]
     best: tuple[int, np.ndarray, str] | None = None
-    for name, rank in _ranks(sl, su, size, lower, upper, sections):
+    for name, rank in ranks:
         off = K.skyline(sl, su, size, rank, sections)
         p = peak_of(off, size)
         if best is None or p < best[0]:
             best = (p, off, "skyline-" + name)
-    if len(size) <= 20_000:  # first fit is quadratic in the number of buffers
+        if p <= lb:
+            return best[1], best[2], best[0]
+    if len(size) <= FIRST_FIT_MAX:  # first fit is quadratic in the number of buffers
         for name, rank in _ranks(sl, su, size, lower, upper, sections)[3:]:
             order = np.argsort(rank).astype(np.int64)
             off = K.first_fit(order, lower, upper, size, -1)
