@@ -17,6 +17,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("compile")(compile_cli.compile_cmd)
+app.command("sweep")(compile_cli.sweep_cmd)
 app.command("workloads")(graph.workloads_cmd)
 app.command("graph")(graph.graph_cmd)
 app.add_typer(profile.app, name="profile")

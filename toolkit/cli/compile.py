@@ -118,3 +118,26 @@ def artifacts_check_cmd(
         return
     show(problems, f"{root}: {problems.height} problem(s)", as_json=as_json)
     raise typer.Exit(1)
+
+
+def sweep_cmd(
+    workloads: list[str] = typer.Argument(..., help="Preset names."),
+    grid: list[str] = typer.Option([], "--grid", "-g", help="key=v1,v2,... (repeatable): the option grid."),
+    out: Path | None = typer.Option(None, help="Write the rows as a Parquet dataset here."),
+    scheduler: str | None = typer.Option(None, help="Dask scheduler address (default: local processes)."),
+    workers: int = typer.Option(2, help="Local worker processes."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+) -> None:
+    """Compile every workload at every point of an option grid (locally or on a Dask cluster)."""
+    from toolkit.sweep import sweep
+    try:
+        axes = {}
+        for g in grid:
+            key, value = parse_option(g)
+            axes[key] = list(value) if isinstance(value, tuple) else [value]
+        rows = sweep(workloads, axes, scheduler=scheduler, workers=workers, out=out)
+    except ToolkitError as exc:
+        fail(exc)
+    cols = [c for c in ("workload", *(f"opt_{k}" for k in axes), "est_cycles", "peak_sram_bytes", "placed",
+                        "seconds", "error") if c in rows.columns]
+    show(rows.select(cols), "sweep", as_json=as_json)

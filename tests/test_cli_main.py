@@ -40,3 +40,12 @@ def test_parse_option_values():
     assert parse_option("fused_qkv=true") == ("fused_qkv", True)
     assert parse_option("row_blocks=8,16") == ("row_blocks", (8, 16))
     assert parse_option("weight_class=standard") == ("weight_class", "standard")
+
+
+def test_sweep_command(tmp_path):
+    r = runner.invoke(app, ["sweep", "mlp-small-repeat", "-g", "row_block=24,48", "--workers", "1", "--json",
+                            "--out", str(tmp_path / "ds")])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [row["opt_row_block"] for row in rows] == ["24", "48"]
+    assert list((tmp_path / "ds").glob("*.parquet"))
