@@ -1,0 +1,347 @@
+"""Stage ``simulate``: a cycle profile of a compiled program, in the same data model as hardware profiles.
+
+Contract: takes a :class:`~toolkit.pipeline.Compilation` (and optionally a kernel
+cost calibration); returns a :class:`~toolkit.profile.Profile` with
+``source="simulated"`` and ``clock_hz = target.clock_hz``. Timing rules:
+
+- Program order is the EXPANDED program (:func:`phase_order`): the phases of a
+  repeated block run once per instance, in order. A profile ``phase`` is the
+  position in that order (``event``; equal to the schedule phase when nothing
+  repeats) and ``epoch`` is the repeat instance (0 outside blocks).
+- Every tile that has a step gets one sample per step per instance (tiles
+  idle in a phase have no sample: idle is derived by :func:`toolkit.profile.idle`),
+  plus a first sample: the initial sync barrier, ``sync_cycles`` long, phase 0.
+- compute: duration = the sum of the tile's commands' ``est_cycles`` in the
+  phase (or their calibrated cost); ``kernel`` = the kernel with the most cycles
+  on the tile in that phase; ``operation`` = the phase's op name.
+- exchange (from the exchange lowering): within a phase, steps run in order;
+  a step lasts as long as its slowest group, ``ceil(words * word_bytes /
+  exchange_bytes_per_cycle) + packets * exchange_fragment_cycles``; every
+  staging pass after the first is preceded by a ``sync_cycles`` sync. A
+  group's source has a ``send`` activity and each of its destinations a
+  ``receive`` activity spanning the group's own duration from the step start
+  (offsets within the exchange phase; ``fanout`` = the group's destinations;
+  ``paired`` is always false; ``partnerBusy`` is not modelled). The tile's
+  sample ends with its last activity; ``exchange_event_cycles`` is the span
+  from its first activity start to its last activity end.
+- sync: ``sync_cycles`` for every tile taking part (the tiles of the next exchange).
+- Barriers: a phase ends when its slowest tile ends; every tile starts the next
+  phase then. Counters are 32-bit: ``start_cycle``/``end_cycle`` are stored
+  modulo 2**32 from ``base_cycle``.
+
+Calibration (:func:`load_calibration`) reads the hardware tool's kernel cost
+database. A measurement's ``key.dimensions`` describes ONE invocation of a
+command (a command with ``groups = G`` is G invocations):
+``[rows, cols, inner]`` for ``amp_matmul_f16``, ``amp_matmul_f32`` (output rows
+and columns on the tile, inner length K) and ``reduce`` (inner = partials summed);
+``[rows, cols]`` for every other kernel (layernorm, gelu, softmax, add, copy, ...).
+A matching command costs ``median * groups`` cycles; unmatched commands keep
+the cost model's ``est_cycles``. Cycles are taken as they are (the database's
+``clockHz`` is recorded, not used to rescale).
+
+:func:`roofline` gives the MAC-bound ideal per op and in total: MACs /
+(target tiles x AMP MACs per cycle per tile, FP16 partials).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+import polars as pl
+
+from toolkit import tables
+from toolkit.errors import FormatError, OptionError
+from toolkit.profile import Profile
+from toolkit.profile.model import WRAP
+
+if TYPE_CHECKING:
+    from toolkit.pipeline import Compilation
+    from toolkit.schedule import Schedule
+
+CALIBRATION_SCHEMA: tables.Schema = {
+    "kernel": tables.STR,
+    "dimensions": pl.List(tables.BIG),  # one invocation; see the module docstring for the mapping
+    "samples": tables.BIG,
+    "minimum_cycles": pl.Float64,
+    "median_cycles": pl.Float64,
+    "p95_cycles": pl.Float64,
+    "maximum_cycles": pl.Float64,
+}
+PHASE_ORDER_SCHEMA: tables.Schema = {
+    "event": tables.BIG,      # position in the expanded program = the profile's phase
+    "phase": tables.ID,       # schedule phase
+    "instance": tables.BIG,   # repeat instance (0 outside repeated blocks) = the profile's epoch
+    "kind": tables.STR, "name": tables.STR, "block": tables.STR,
+}
+ROOFLINE_SCHEMA: tables.Schema = {
+    "op_id": tables.ID,               # null on the total row
+    "name": tables.STR,               # "total" on the total row
+    "kind": tables.STR,
+    "block": tables.STR,
+    "instances": tables.BIG,
+    "macs": tables.BIG,               # all instances
+    "ideal_cycles": tables.BIG,       # ceil(macs / (tiles * macs_per_cycle))
+    "est_compute_cycles": tables.BIG,  # the schedule's compute phases of the op, all instances
+    "efficiency": pl.Float64,          # ideal / est_compute (null when est is 0)
+}
+#: kernels whose calibration dimensions are [rows, cols, inner]; all others use [rows, cols]
+INNER_KERNELS = ("amp_matmul_f16", "amp_matmul_f32", "reduce")
+INITIAL_SYNC = "initial_sync"
+
+Calibration = pl.DataFrame | str | os.PathLike[str]
+
+
+def simulate(compilation: Compilation, *, calibration: Calibration | None = None, base_cycle: int = 0) -> Profile:
+    """Simulate ``compilation`` cycle by cycle per (tile, step); see the module docstring for the rules."""
+    if isinstance(base_cycle, bool) or not isinstance(base_cycle, int | np.integer) or not 0 <= base_cycle < WRAP:
+        msg = f"base_cycle={base_cycle!r} is not a 32-bit counter value; use an integer in [0, 2**32)"
+        raise OptionError(msg, field="base_cycle", value=base_cycle)
+    target = compilation.target
+    sched = compilation.schedule
+    sync = int(target.costs.sync_cycles)
+    cal = None
+    if calibration is not None:
+        cal = calibration if isinstance(calibration, pl.DataFrame) else load_calibration(calibration)
+    order = phase_order(sched)
+    compute = _compute_steps(sched.commands, cal)
+    exch, acts = _exchange_steps(compilation, target)
+    steps = compilation.tiles.steps.select("tile", "phase", "kind")
+    per_step = (steps.join(compute, on=["phase", "tile"], how="left")
+                .join(exch, on=["phase", "tile"], how="left")
+                .with_columns(
+                    pl.when(pl.col("kind") == "compute").then(pl.col("compute_cycles"))
+                    .when(pl.col("kind") == "exchange").then(pl.col("exchange_cycles"))
+                    .otherwise(pl.lit(sync, tables.BIG)).fill_null(0).alias("cycles"),
+                    pl.col("kernel").fill_null(""), pl.col("event_cycles").fill_null(0))
+                .select("tile", "phase", "kind", "kernel", "cycles", "event_cycles"))
+    # barriers: a phase lasts as long as its slowest tile; cumulative sums over the expanded order
+    length = per_step.group_by("phase").agg(pl.col("cycles").max().alias("length"))
+    order = (order.join(length, on="phase", how="left").sort("event")
+             .with_columns(pl.col("length").fill_null(0))
+             .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
+    samples = (per_step.join(order.select("phase", "event", "instance", "name", "offset"), on="phase")
+               .sort("tile", "event")
+               .with_columns((pl.int_range(pl.len()).over("tile") + 1).alias("sample")))
+    first = (samples.group_by("tile").agg().with_columns(
+        pl.lit(0, tables.BIG).alias("sample"), pl.lit(0, tables.BIG).alias("event"),
+        pl.lit(0, tables.BIG).alias("instance"), pl.lit(INITIAL_SYNC).alias("name"),
+        pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
+        pl.lit(0, tables.BIG).alias("offset"), pl.lit(sync, tables.BIG).alias("cycles"),
+        pl.lit(0, tables.BIG).alias("event_cycles")))
+    cols = ["tile", "sample", "event", "instance", "name", "kind", "kernel", "offset", "cycles", "event_cycles"]
+    kind_name = {"compute": "compute", "exchange": "exchange", "sync": "synchronization"}
+    all_samples = (pl.concat([first.select(cols), samples.select(cols)], how="vertical_relaxed")
+                   .sort("tile", "sample")
+                   .select(
+                       "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").alias("phase"),
+                       pl.col("instance").alias("epoch"), pl.col("name").alias("operation"),
+                       pl.col("kind").replace(kind_name), "kernel",
+                       ((pl.col("offset") + base_cycle) % WRAP).alias("start_cycle"),
+                       ((pl.col("offset") + pl.col("cycles") + base_cycle) % WRAP).alias("end_cycle"),
+                       pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
+                       .alias("exchange_event_cycles"))
+                   .cast(tables.SAMPLES_SCHEMA))
+    activities = (acts.join(samples.select("tile", "phase", "event", "sample"), on=["tile", "phase"])
+                  .sort("tile", "sample", "start_cycle", "kind")
+                  .select(list(tables.ACTIVITIES_SCHEMA)).cast(tables.ACTIVITIES_SCHEMA))
+    return Profile(samples=all_samples, activities=activities, metadata=tables.empty(tables.METADATA_SCHEMA),
+                   clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
+
+
+def phase_order(schedule: Schedule) -> pl.DataFrame:
+    """The expanded program order (PHASE_ORDER_SCHEMA): each repeated block's phases once per instance."""
+    reps = schedule.repeats.select("block", "instances", pl.col("first_phase").alias("_anchor"))
+    return (schedule.phases.select("phase", "kind", "name", "block")
+            .join(reps, on="block", how="left")
+            .with_columns(pl.coalesce("_anchor", "phase").alias("_anchor"),
+                          pl.int_ranges(0, pl.col("instances").fill_null(1)).alias("instance"))
+            .explode("instance")
+            .sort("_anchor", "instance", "phase")
+            .with_columns(pl.int_range(pl.len()).alias("event"))
+            .select(list(PHASE_ORDER_SCHEMA)).cast(PHASE_ORDER_SCHEMA))
+
+
+def roofline(compilation: Compilation) -> pl.DataFrame:
+    """MAC-bound ideal cycles per op and in total (ROOFLINE_SCHEMA, total row last).
+
+    MACs of a matmul = rows x cols x inner x groups per instance; the ideal
+    spreads every MAC over all ``target.tiles`` tiles at the FP16-partials AMP
+    rate (64 MAC/cycle/tile on ipu21). ``est_compute_cycles`` is the schedule's
+    estimate of the op's compute phases, for the ratio.
+    """
+    target = compilation.target
+    rate = target.amp_rate("f16", "f16").macs_per_cycle * target.tiles
+    sched = compilation.schedule
+    inst = sched.repeats.select("block", "instances")
+    est = (sched.phases.filter(pl.col("kind") == "compute").group_by("op_id")
+           .agg(pl.col("est_cycles").sum().alias("est_one")))
+    ops = (compilation.graph.ops.select("op_id", "name", "kind", "block", "rows", "cols", "inner", "groups")
+           .join(inst, on="block", how="left").join(est, on="op_id", how="left")
+           .with_columns(pl.col("instances").fill_null(1))
+           .with_columns(pl.when(pl.col("kind") == "matmul")
+                         .then(pl.col("rows") * pl.col("cols") * pl.col("inner") * pl.col("groups")
+                               * pl.col("instances")).otherwise(0).alias("macs"),
+                         (pl.col("est_one").fill_null(0) * pl.col("instances")).alias("est_compute_cycles")))
+    ops = ops.with_columns(((pl.col("macs") + rate - 1) // rate).alias("ideal_cycles"))
+    total = ops.select(pl.lit(None, tables.ID).alias("op_id"), pl.lit("total").alias("name"),
+                       pl.lit(None, tables.STR).alias("kind"), pl.lit(None, tables.STR).alias("block"),
+                       pl.col("instances").max(), pl.col("macs").sum(),
+                       ((pl.col("macs").sum() + rate - 1) // rate).alias("ideal_cycles"),
+                       pl.col("est_compute_cycles").sum())
+    cols = [c for c in ROOFLINE_SCHEMA if c != "efficiency"]
+    out = pl.concat([ops.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols}),
+                     total.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols})])
+    eff = pl.when(pl.col("est_compute_cycles") > 0).then(pl.col("ideal_cycles") / pl.col("est_compute_cycles"))
+    return out.with_columns(eff.cast(pl.Float64).alias("efficiency")).select(list(ROOFLINE_SCHEMA))
+
+
+# -- steps -------------------------------------------------------------------------------------------
+def _compute_steps(commands: pl.DataFrame, cal: pl.DataFrame | None) -> pl.DataFrame:
+    """(phase, tile) -> compute_cycles and main kernel (most cycles, then name)."""
+    cmd = commands.select("phase", "tile", "kernel", "rows", "cols", "inner", "groups", "est_cycles")
+    if cal is not None and cal.height:
+        cmd = _calibrated(cmd, cal)
+    per_kernel = cmd.group_by("phase", "tile", "kernel").agg(pl.col("est_cycles").sum())
+    return (per_kernel.sort("est_cycles", "kernel", descending=[True, False])
+            .group_by("phase", "tile")
+            .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel").first()))
+
+
+def _calibrated(cmd: pl.DataFrame, cal: pl.DataFrame) -> pl.DataFrame:
+    inner_k = pl.col("kernel").is_in(list(INNER_KERNELS))
+    table = (cal.filter(pl.col("dimensions").list.len() == pl.when(inner_k).then(3).otherwise(2))
+             .select("kernel", pl.col("dimensions").list.get(0).alias("_d0"),
+                     pl.col("dimensions").list.get(1).alias("_d1"),
+                     pl.col("dimensions").list.get(2, null_on_oob=True).fill_null(-1).alias("_d2"),
+                     "median_cycles")
+             .unique(["kernel", "_d0", "_d1", "_d2"], keep="first"))
+    keyed = cmd.with_columns(pl.col("rows").alias("_d0"), pl.col("cols").alias("_d1"),
+                             pl.when(inner_k).then(pl.col("inner")).otherwise(-1).alias("_d2"))
+    return (keyed.join(table, on=["kernel", "_d0", "_d1", "_d2"], how="left")
+            .with_columns(pl.when(pl.col("median_cycles").is_not_null())
+                          .then((pl.col("median_cycles") * pl.col("groups")).round().cast(tables.BIG))
+                          .otherwise(pl.col("est_cycles")).alias("est_cycles"))
+            .drop("_d0", "_d1", "_d2", "median_cycles"))
+
+
+def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per (phase, tile): exchange_cycles (last activity end), event_cycles; and the activities (per phase)."""
+    ex = compilation.exchange
+    wb, bpc = target.word_bytes, target.exchange_bytes_per_cycle
+    frag, sync = target.costs.exchange_fragment_cycles, target.costs.sync_cycles
+    g = ex.groups.select(
+        "phase", "group", "source", "fanout", "pass", "step",
+        ((pl.col("words") * wb + bpc - 1) // bpc + pl.col("packets").cast(tables.BIG) * frag).alias("dur"))
+    steps = (g.group_by("phase", "step").agg(pl.col("dur").max().alias("_len"), pl.col("pass").max())
+             .sort("phase", "step")
+             .with_columns((pl.col("_len").cum_sum().over("phase") - pl.col("_len")
+                            + pl.col("pass").cast(tables.BIG) * sync).alias("_at"))
+             .select("phase", "step", "_at"))
+    g = g.join(steps, on=["phase", "step"]).with_columns(pl.col("_at").alias("start_cycle"),
+                                                         (pl.col("_at") + pl.col("dur")).alias("end_cycle"))
+    common = [pl.col("fanout").cast(tables.BIG), pl.lit(False).alias("paired"), "start_cycle", "end_cycle"]
+    sends = g.select("phase", pl.col("source").alias("tile"), pl.lit("send").alias("kind"), *common)
+    recv = (ex.passes.select("group", "tile").join(g.drop("source"), on="group")
+            .select("phase", "tile", pl.lit("receive").alias("kind"), *common))
+    acts = pl.concat([sends, recv])
+    per_tile = acts.group_by("phase", "tile").agg(
+        pl.col("end_cycle").max().alias("exchange_cycles"),
+        (pl.col("end_cycle").max() - pl.col("start_cycle").min()).alias("event_cycles"))
+    return per_tile, acts
+
+
+# -- calibration -------------------------------------------------------------------------------------
+def load_calibration(path: str | os.PathLike[str]) -> pl.DataFrame:
+    """Read a kernel cost calibration database (JSON, schemaVersion 1) into CALIBRATION_SCHEMA rows.
+
+    Raises :class:`FormatError` naming the file and the field (``measurements[3].key.dimensions``)
+    for anything malformed; never returns part of a file.
+    """
+    file = os.fspath(path)
+    try:
+        text = Path(file).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{file}: cannot read the calibration file ({exc.__class__.__name__}: {exc})"
+        raise FormatError(msg, file=file) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{file}: not JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
+        raise FormatError(msg, file=file, offset=exc.pos) from None
+    if not isinstance(doc, dict):
+        _bad(file, "(root)", doc, "a JSON object with schemaVersion and measurements")
+    if doc.get("schemaVersion") != 1 or isinstance(doc.get("schemaVersion"), bool):
+        _bad(file, "schemaVersion", doc.get("schemaVersion"), "1")
+    clock = doc.get("clockHz")
+    if clock is not None and not (_number(clock) and clock > 0):
+        _bad(file, "clockHz", clock, "a positive number")
+    meas = doc.get("measurements")
+    if not isinstance(meas, list):
+        _bad(file, "measurements", meas, "a list of measurements")
+    cols: dict[str, list[Any]] = {c: [] for c in CALIBRATION_SCHEMA}
+    seen: dict[tuple, int] = {}
+    for i, m in enumerate(meas):  # a reader of a small JSON document, not a hot path
+        kernel, dims, stats = _measurement(file, i, m)
+        key = (kernel, tuple(dims))
+        if key in seen:
+            _bad(file, f"measurements[{i}].key", m["key"], f"a key not already given by measurements[{seen[key]}]")
+        seen[key] = i
+        cols["kernel"].append(kernel)
+        cols["dimensions"].append(dims)
+        for c, v in stats.items():
+            cols[c].append(v)
+    return pl.DataFrame(cols, schema=CALIBRATION_SCHEMA)
+
+
+_STATS = (("samples", "samples_int"), ("minimum", "minimum_cycles"), ("median", "median_cycles"),
+          ("p95", "p95_cycles"), ("maximumCycles", "maximum_cycles"))
+
+
+def _measurement(file: str, i: int, m: Any) -> tuple[str, list[int], dict[str, Any]]:
+    where = f"measurements[{i}]"
+    if not isinstance(m, dict):
+        _bad(file, where, m, "an object with key, samples, minimum, median, p95, maximumCycles")
+    key = m.get("key")
+    if not isinstance(key, dict):
+        _bad(file, f"{where}.key", key, "an object {kernel, dimensions}")
+    kernel = key.get("kernel")
+    if not isinstance(kernel, str) or not kernel:
+        _bad(file, f"{where}.key.kernel", kernel, "a kernel name")
+    dims = key.get("dimensions")
+    if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                             for d in dims):
+        _bad(file, f"{where}.key.dimensions", dims, "a list of non-negative integers")
+    arity = 3 if kernel in INNER_KERNELS else 2
+    if kernel in (*INNER_KERNELS, "layernorm", "gelu", "softmax", "add", "copy") and len(dims) != arity:
+        shape = "[rows, cols, inner]" if arity == 3 else "[rows, cols]"
+        _bad(file, f"{where}.key.dimensions", dims, f"{shape} for kernel {kernel!r}")
+    stats: dict[str, Any] = {}
+    for name, col in _STATS:
+        v = m.get(name)
+        if name == "median" and v is None:
+            _bad(file, f"{where}.median", v, "the median cycles (a non-negative number)")
+        if v is not None and not (_number(v) and v >= 0):
+            _bad(file, f"{where}.{name}", v, "a non-negative number")
+        if name == "samples":
+            if v is not None and v != int(v):
+                _bad(file, f"{where}.samples", v, "a whole number of samples")
+            stats["samples"] = None if v is None else int(v)
+        else:
+            stats[col] = None if v is None else float(v)
+    return kernel, dims, stats
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bad(file: str, field: str, value: Any, expected: str) -> NoReturn:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    msg = f"{file}: {field}={shown} is not valid; expected {expected}"
+    raise FormatError(msg, file=file, field=field, value=value)
