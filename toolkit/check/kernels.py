@@ -1,0 +1,114 @@
+"""Simulated kernel numerics: one rule per kernel, each one numpy pass over every tile doing it.
+
+Every rule takes the operand arrays of ``n`` commands (``[n, G, R, C]`` as read
+from their objects: FP16 activations as float32, FP8 weights decoded,
+FP32 partials) and returns float32 results that the caller rounds to the
+output object's element type (FP16, or FP32 for partials).
+
+- ``linear`` (amp_matmul_f16 / amp_matmul_f32 with weights): ``A W (+ b)``;
+  products accumulated in FP32 (``partials="f16"`` instead rounds the running
+  sum to FP16 after every 16-deep AMP inner block). The bias is an operand of
+  the first inner-split cell only, so it is added to that cell's FP32 partial.
+- ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
+- ``reduce``: sum of the S FP32 partials (the bias is already in partial 0).
+- ``layernorm`` (eps 1e-6), ``gelu`` (tanh form), ``softmax`` of
+  ``x / sqrt(head_dim)`` over the row, ``add``: computed in FP32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.check.reference import GELU_C, LN_EPS
+
+AMP_BLOCK = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelContext:
+    head_dim: int
+    partials: str  # "f32" | "f16"
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, ctx: KernelContext, fp16_partials: bool) -> np.ndarray:
+    if not fp16_partials:
+        return np.matmul(a, b)
+    k = a.shape[-1]
+    acc = np.zeros((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
+    for lo in range(0, k, AMP_BLOCK):  # the AMP's inner blocks, in order (k / 16 steps, each over all tiles)
+        acc = (acc + np.matmul(a[..., lo:lo + AMP_BLOCK], b[..., lo:lo + AMP_BLOCK, :])).astype(np.float16)
+        acc = acc.astype(np.float32)
+    return acc
+
+
+def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContext, fp32_out: bool) -> np.ndarray:
+    a = ins[0][:, 0]                      # [n, rows, inner]
+    w = ws[0][:, 0]                       # [n, inner, cols]
+    y = _matmul(a, w, ctx, ctx.partials == "f16" and not fp32_out)
+    if len(ws) > 1 and ws[1] is not None:
+        y = y + ws[1][:, 0, 0][:, None, :]
+    return y[:, None]
+
+
+def scores(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    q, k = ins[0][:, 0], ins[1][:, 0]     # [n, rows, hd], [n, tokens, hd]
+    return _matmul(q, np.swapaxes(k, 1, 2), ctx, ctx.partials == "f16")[:, None]
+
+
+def values(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    p, v = ins[0][:, 0], ins[1][:, 0]     # [n, rows, tokens], [n, tokens, hd]
+    return _matmul(p, v, ctx, ctx.partials == "f16")[:, None]
+
+
+def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    return ins[0].sum(axis=1, dtype=np.float32)[:, None]
+
+
+def layernorm(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    x = ins[0]
+    mean = x.mean(axis=-1, keepdims=True, dtype=np.float32)
+    var = np.square(x - mean).mean(axis=-1, keepdims=True, dtype=np.float32)
+    y = (x - mean) / np.sqrt(var + np.float32(LN_EPS))
+    return y * ws[0][:, :, :1] + ws[1][:, :, :1]
+
+
+def gelu(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    x = ins[0]
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(GELU_C) * (x + np.float32(0.044715) * x**3)))
+
+
+def softmax(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    z = ins[0] * np.float32(1.0 / np.sqrt(ctx.head_dim))
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def add(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+    return ins[0] + ins[1]
+
+
+Rule = Callable[[list[np.ndarray], list, KernelContext], np.ndarray]
+RULES: dict[str, Rule] = {
+    "linear_f16": lambda i, w, c: linear(i, w, c, fp32_out=False),
+    "linear_f32": lambda i, w, c: linear(i, w, c, fp32_out=True),
+    "scores": scores,
+    "values": values,
+    "reduce": reduce,
+    "layernorm": layernorm,
+    "gelu": gelu,
+    "softmax": softmax,
+    "add": add,
+}
+
+
+def rule_name(kernel: str, op_name: str, has_weights: bool) -> str:
+    """The rule of a command: its kernel, with AMP matmuls split by what they multiply."""
+    if kernel.startswith("amp_matmul"):
+        if has_weights:
+            return "linear_f32" if kernel == "amp_matmul_f32" else "linear_f16"
+        return "scores" if op_name.endswith(".scores") else "values"
+    return kernel

@@ -1,0 +1,203 @@
+"""Seeded test data and the float64 numpy reference forward pass of a graph.
+
+Data (one seeded ``numpy.random.Generator``, tensors drawn in tensor-id order):
+
+- the graph input: standard Gaussian, rounded to FP16 (as it is stored);
+- matmul weights (``[inner, cols]``): Gaussian with standard deviation
+  ``1 / sqrt(inner)`` (fan-in scaling keeps activations O(1) through FP16),
+  quantized to the tensor's dtype: FP8 F143 (or F152) codes with ``scale``
+  (value = q * 2**scale), or FP16;
+- LayerNorm gamma ``1 + 0.1 N(0, 1)``, beta and biases ``0.1 N(0, 1)``, FP16.
+
+Weights of a repeated block are drawn once per instance. The reference uses
+exactly the stored values (decoded codes), computes in float64 without
+intermediate rounding and keeps every tensor of every instance (as float32,
+which is far below FP16 resolution) so the check can compare any operand.
+
+Op semantics shared with the simulated kernels (:mod:`toolkit.check.kernels`):
+LayerNorm with ``eps = 1e-6`` over the last axis; GELU in its tanh form;
+softmax over the key axis of ``scores * 1/sqrt(head_dim)`` (the attention
+scale is applied inside softmax, not in the scores matmul); scores are
+``Q K^T`` per (image, head); values ``P V``; linear ``x W + b``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.graph import Graph
+from toolkit.numerics import decode, encode
+
+LN_EPS = 1e-6
+GELU_C = float(np.sqrt(2.0 / np.pi))
+FP8 = {"f8_143": "f143", "f8_152": "f152"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Data:
+    """Stored values of every weight and input tensor, per instance, as ``[instances, G, R, C]``.
+
+    ``raw`` holds the bytes as they sit in SRAM (FP8 codes or FP16), same
+    shape with a trailing byte axis folded into the element dtype.
+    """
+
+    values: dict[int, np.ndarray]   # float64 values
+    raw: dict[int, np.ndarray]      # uint8 codes (FP8) or float16 (FP16), [instances, G, R, C]
+
+
+def tensor3(shape: list[int]) -> tuple[int, int, int]:
+    """The ``[groups, rows, cols]`` view of a tensor shape."""
+    if len(shape) == 1:
+        return (1, 1, int(shape[0]))
+    if len(shape) == 2:
+        return (1, int(shape[0]), int(shape[1]))
+    return tuple(int(s) for s in shape[-3:])  # type: ignore[return-value]
+
+
+def make_data(graph: Graph, seed: int, scale: int) -> Data:
+    """Seeded input and weights of ``graph`` (see the module doc)."""
+    rng = np.random.default_rng(seed)
+    reps = dict(zip(graph.repeats["block"].to_list(), graph.repeats["instances"].to_list(), strict=True))
+    weight_kind = _weight_kinds(graph)
+    values: dict[int, np.ndarray] = {}
+    raw: dict[int, np.ndarray] = {}
+    for t in graph.tensors.iter_rows(named=True):
+        if t["role"] not in ("input", "weight"):
+            continue
+        tid = t["tensor_id"]
+        shape = tensor3(t["shape"])
+        n = reps.get(t["block"], 1) if t["per_instance"] else 1
+        gauss = rng.standard_normal((n, *shape))
+        kind = weight_kind.get(tid, "input")
+        if kind == "matrix":
+            gauss = gauss / np.sqrt(shape[1])
+        elif kind == "gamma":
+            gauss = 1.0 + 0.1 * gauss
+        elif kind in ("beta", "bias"):
+            gauss = 0.1 * gauss
+        if t["dtype"] in FP8:
+            codes = encode(gauss, FP8[t["dtype"]], scale)
+            raw[tid] = codes
+            values[tid] = decode(codes, FP8[t["dtype"]], scale, dtype=np.float64)
+        else:
+            half = gauss.astype(np.float16)
+            raw[tid] = half
+            values[tid] = half.astype(np.float64)
+    return Data(values=values, raw=raw)
+
+
+def _weight_kinds(graph: Graph) -> dict[int, str]:
+    """matrix | bias | gamma | beta for every weight tensor, from the op that reads it."""
+    roles = dict(zip(graph.tensors["tensor_id"].to_list(), graph.tensors["role"].to_list(), strict=True))
+    out: dict[int, str] = {}
+    for op in graph.ops.iter_rows(named=True):
+        w = [t for t in op["inputs"] if roles[t] == "weight"]
+        if op["kind"] == "matmul" and len(w) >= 1:
+            out[w[0]] = "matrix"
+            for b in w[1:]:
+                out[b] = "bias"
+        elif op["kind"] == "layernorm" and len(w) == 2:
+            out[w[0]], out[w[1]] = "gamma", "beta"
+        else:
+            for b in w:
+                out[b] = "bias"
+    return out
+
+
+# -- the reference forward pass ------------------------------------------------
+def reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]:
+    """Every tensor of every instance, ``(tensor_id, instance) -> float32 [G, R, C]``.
+
+    Inputs and weights appear under their instance too (a carried input under
+    each instance holds that instance's input).
+    """
+    shapes = {t: tensor3(s) for t, s in zip(graph.tensors["tensor_id"].to_list(),
+                                            graph.tensors["shape"].to_list(), strict=True)}
+    roles = dict(zip(graph.tensors["tensor_id"].to_list(), graph.tensors["role"].to_list(), strict=True))
+    p = graph.params
+    reps = graph.repeats
+    n_inst = int(reps["instances"].max()) if reps.height else 1
+    carried = (int(reps["carried_in"][0]), int(reps["carried_out"][0])) if reps.height else None
+    ops = list(graph.ops.iter_rows(named=True))
+    cur: dict[int, np.ndarray] = {t: v[0] for t, v in data.values.items() if roles[t] == "input"}
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for inst in range(n_inst):
+        for t, v in data.values.items():
+            if roles[t] == "weight":
+                cur[t] = v[min(inst, v.shape[0] - 1)]
+        for t in cur:
+            if roles[t] in ("input", "weight"):
+                out[(t, inst)] = cur[t].astype(np.float32)
+        for op in ops:
+            y = _forward(op, cur, roles, shapes, p)
+            cur[op["output"]] = y
+            out[(op["output"], inst)] = y.astype(np.float32)
+        if carried is not None:
+            cur[carried[0]] = cur[carried[1]]
+    return out
+
+
+def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict) -> np.ndarray:
+    ins = list(op["inputs"])
+    acts = [cur[t][0] for t in ins if roles[t] != "weight"]
+    wts = [cur[t][0] for t in ins if roles[t] == "weight"]
+    kind = op["kind"]
+    name = op["name"]
+    if kind == "matmul" and wts:
+        y = acts[0] @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
+        return y[None]
+    if kind == "matmul" and name.endswith(".scores"):
+        q, k = _heads(op, cur, p, ("q", "k"))
+        return np.einsum("bhtd,bhsd->bhts", q, k).reshape(-1, q.shape[2], k.shape[2])
+    if kind == "matmul" and name.endswith(".values"):
+        probs = cur[ins[0]]
+        (v,) = _heads(op, cur, p, ("v",))
+        b, h, t, d = v.shape
+        o = np.einsum("bhts,bhsd->bhtd", probs.reshape(b, h, t, t), v)
+        return o.transpose(0, 2, 1, 3).reshape(1, b * t, h * d)
+    if kind == "layernorm":
+        return layernorm(acts[0], wts[0][0], wts[1][0])[None]
+    if kind == "gelu":
+        return gelu(cur[ins[0]])
+    if kind == "softmax":
+        return softmax(cur[ins[0]], 1.0 / np.sqrt(float(p["head_dim"])))
+    if kind == "add":
+        return (acts[0] + acts[1])[None]
+    msg = f"the functional check has no reference for op {name!r} of kind {kind!r}"
+    raise NotImplementedError(msg)
+
+
+def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndarray]:
+    """Q, K or V of an attention op as ``[batch, heads, tokens, head_dim]`` (fused QKV sliced by column)."""
+    batch, heads, tokens, hd = int(p["batch"]), int(p["heads"]), int(p["tokens"]), int(p["head_dim"])
+    width = heads * hd
+    ins = list(op["inputs"])
+    out = []
+    for w in which:
+        src = (ins[0] if w == "q" else ins[-1]) if op["name"].endswith(".scores") else ins[1]
+        x = cur[src][0]
+        off = 0
+        if x.shape[1] == 3 * width:
+            off = "qkv".index(w) * width
+        x = x[:, off:off + width].reshape(batch, tokens, heads, hd).transpose(0, 2, 1, 3)
+        out.append(x)
+    return out
+
+
+def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + LN_EPS) * gamma + beta
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x**3)))
+
+
+def softmax(x: np.ndarray, scale: float) -> np.ndarray:
+    z = x * scale
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)

@@ -1,0 +1,325 @@
+"""Execute a compiled program on the SRAM image, phase by phase over the expanded schedule.
+
+Each symbolic phase is prepared once (run lists, command groups, flat
+addresses) and executed once per instance of its repeat block; only iterated
+weights move between instances (``address + repeat_index * stride``).
+
+- exchange phase: every transfer's slice is gathered from its source object
+  into one byte stream (row runs where the slice is not contiguous); staged
+  receives are written, pass by pass, into the receiving tile's staging object
+  at the plan's window offset and read back from there; then every receive is
+  scattered into its destination object's rectangle at ``dst_offset``.
+- compute phase: local copy commands first (gather all, then scatter), then
+  the op's commands in groups of equal kernel and operand shapes, one
+  numpy rule call per group (:mod:`toolkit.check.kernels`).
+
+While running, every operand a kernel reads and every result it writes is
+compared with the reference tensor rectangle it should hold, so the first
+wrong byte is traced to a tensor, an object and a tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from toolkit.check.kernels import RULES, KernelContext, rule_name
+from toolkit.check.reference import FP8
+from toolkit.check.sram import Sram, copy_runs, rect_runs
+from toolkit.errors import InvalidIRError
+from toolkit.numerics import decode
+
+
+@dataclass(slots=True)
+class Tables:
+    """Dense per-command and per-object arrays derived once from the schedule."""
+
+    kernel: np.ndarray         # str per command
+    op_id: np.ndarray
+    tile: np.ndarray
+    dims: np.ndarray           # [n_cmd, 3] groups, rows, cols of the command
+    inp: np.ndarray            # [2, n_cmd] activation operand objects (-1: none)
+    inp_off: np.ndarray
+    wts: np.ndarray            # [2, n_cmd] weight operands by op input position 1, 2 (-1: none)
+    out: np.ndarray
+    out_off: np.ndarray
+    cin: np.ndarray            # copy source object
+    cin_off: np.ndarray
+    odims: np.ndarray          # [n_obj, 3] object rectangle extents
+    orect: np.ndarray          # [n_obj, 6] g0 g1 r0 r1 c0 c1
+    obytes: np.ndarray         # element bytes per object
+    otensor: np.ndarray
+    phase_cmds: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def build_tables(schedule, graph) -> Tables:
+    cmds = schedule.commands.sort("command_id")
+    n_cmd = int(cmds["command_id"].max()) + 1 if cmds.height else 0
+    objs = schedule.objects
+    n_obj = int(objs["object_id"].max()) + 1
+    ids = cmds["command_id"].to_numpy()
+
+    kernel = np.full(n_cmd, "", dtype=object)
+    kernel[ids] = np.array(cmds["kernel"].to_list(), dtype=object)
+    op_id, tile = np.full(n_cmd, -1, dtype=np.int64), np.full(n_cmd, -1, dtype=np.int64)
+    op_id[ids] = cmds["op_id"].to_numpy()
+    tile[ids] = cmds["tile"].to_numpy()
+    dims = np.zeros((n_cmd, 3), dtype=np.int64)
+    dims[ids] = np.stack([cmds["groups"].to_numpy(), cmds["rows"].to_numpy(), cmds["cols"].to_numpy()], 1)
+
+    opr = schedule.operands.with_row_index("_row")
+    inp = np.full((2, n_cmd), -1, dtype=np.int64)
+    inp_off = np.zeros((2, n_cmd), dtype=np.int64)
+    ins = (opr.filter(pl.col("role") == "i")
+           .with_columns((pl.col("_row").rank("ordinal").over("command_id") - 1).alias("_k"))
+           .filter(pl.col("_k") < 2))
+    k = ins["_k"].to_numpy().astype(np.int64)
+    inp[k, ins["command_id"].to_numpy()] = ins["object_id"].to_numpy()
+    inp_off[k, ins["command_id"].to_numpy()] = ins["offset"].to_numpy()
+
+    pos = (graph.ops.select("op_id", pl.col("inputs").alias("tensor_id"),
+                            pl.int_ranges(0, pl.col("inputs").list.len()).alias("pos"))
+           .explode("tensor_id", "pos"))
+    w = (opr.filter(pl.col("role") == "w")
+         .join(cmds.select("command_id", "op_id"), on="command_id")
+         .join(objs.select("object_id", "tensor_id"), on="object_id")
+         .join(pos, on=["op_id", "tensor_id"], how="left")
+         .unique(["command_id", "object_id"], keep="first"))
+    wts = np.full((2, n_cmd), -1, dtype=np.int64)
+    wp = w["pos"].fill_null(1).to_numpy().astype(np.int64)
+    ok = (wp >= 1) & (wp <= 2)
+    wts[wp[ok] - 1, w["command_id"].to_numpy()[ok]] = w["object_id"].to_numpy()[ok]
+
+    out = np.full(n_cmd, -1, dtype=np.int64)
+    out_off = np.zeros(n_cmd, dtype=np.int64)
+    o = opr.filter(pl.col("role").is_in(["o", "out"]))
+    out[o["command_id"].to_numpy()] = o["object_id"].to_numpy()
+    out_off[o["command_id"].to_numpy()] = o["offset"].to_numpy()
+    cin = np.full(n_cmd, -1, dtype=np.int64)
+    cin_off = np.zeros(n_cmd, dtype=np.int64)
+    c = opr.filter(pl.col("role") == "in")
+    cin[c["command_id"].to_numpy()] = c["object_id"].to_numpy()
+    cin_off[c["command_id"].to_numpy()] = c["offset"].to_numpy()
+
+    seg = schedule.segments
+    orect = np.zeros((n_obj, 6), dtype=np.int64)
+    sid = seg["object_id"].to_numpy()
+    orect[sid] = seg.select("g0", "g1", "r0", "r1", "c0", "c1").to_numpy()
+    odims = np.stack([orect[:, 1] - orect[:, 0], orect[:, 3] - orect[:, 2], orect[:, 5] - orect[:, 4]], 1)
+    obytes = np.ones(n_obj, dtype=np.int64)
+    elems = odims.prod(axis=1)
+    size = np.zeros(n_obj, dtype=np.int64)
+    size[objs["object_id"].to_numpy()] = objs["size_bytes"].to_numpy()
+    has = elems > 0
+    obytes[has] = np.maximum(1, size[has] // elems[has])
+    otensor = np.full(n_obj, -1, dtype=np.int64)
+    otensor[objs["object_id"].to_numpy()] = objs["tensor_id"].fill_null(-1).to_numpy()
+
+    by_phase = cmds.select("phase", "command_id").group_by("phase").agg("command_id")
+    phase_cmds = {int(p): np.sort(np.asarray(c, dtype=np.int64))
+                  for p, c in zip(by_phase["phase"].to_list(), by_phase["command_id"].to_list(), strict=True)}
+    return Tables(kernel=kernel, op_id=op_id, tile=tile, dims=dims, inp=inp, inp_off=inp_off, wts=wts, out=out,
+                  out_off=out_off, cin=cin, cin_off=cin_off, odims=odims, orect=orect, obytes=obytes,
+                  otensor=otensor, phase_cmds=phase_cmds)
+
+
+def _bounds(sram: Sram, start: np.ndarray, length: np.ndarray, what: str) -> None:
+    """Runs must stay inside the image (the compiled copy loops do not check)."""
+    if len(start) and (start.min() < 0 or (start + length).max() > sram.flat.size):
+        bad = int(np.argmax((start < 0) | (start + length > sram.flat.size)))
+        msg = f"{what}: a byte run at flat offset {int(start[bad])} (+{int(length[bad])}) falls outside the SRAM image"
+        raise InvalidIRError(msg)
+
+
+# -- exchange -------------------------------------------------------------------
+@dataclass(slots=True)
+class ExchangePlan:
+    src_flat: np.ndarray
+    stream_pos: np.ndarray
+    src_len: np.ndarray
+    stream_bytes: int
+    passes: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # stream pos, staging flat, recv pos, len
+    direct: tuple[np.ndarray, np.ndarray, np.ndarray]                    # stream pos, recv pos, len
+    recv_bytes: int
+    dst_flat: np.ndarray
+    recv_pos: np.ndarray
+    dst_len: np.ndarray
+
+
+def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, sram: Sram) -> ExchangePlan:
+    rows = (schedule.transfers.filter(pl.col("phase") == phase)
+            .join(schedule.slices, on=["transfer_id", "destination"], how="left")
+            .sort("transfer_id", "destination"))
+    if rows["g0"].null_count():
+        msg = f"exchange phase {phase}: transfers without a slice rectangle in schedule.slices"
+        raise InvalidIRError(msg)
+    dims = np.stack([(rows[b] - rows[a]).to_numpy() for a, b in (("g0", "g1"), ("r0", "r1"), ("c0", "c1"))], 1)
+    size = rows["size_bytes"].to_numpy().astype(np.int64)
+    elems = dims.prod(axis=1)
+    eb = np.where(elems > 0, size // np.maximum(elems, 1), 1)
+    tid = rows["transfer_id"].to_numpy()
+    _, first, u_of_row = np.unique(tid, return_index=True, return_inverse=True)
+    src = rows["src_object"].to_numpy()[first]
+    src_start = sram.start0[src] + rows["src_offset"].to_numpy()[first]
+    tsize = size[first]
+    tstart = np.cumsum(tsize) - tsize
+    piece, sflat, slen, packed = rect_runs(src_start, dims[first], t.odims[src, 1], t.odims[src, 2], eb[first])
+    _bounds(sram, sflat, slen, f"exchange phase {phase} sources")
+    rstart = np.cumsum(size) - size
+    dst = rows["dst_object"].to_numpy()
+    dst_start = sram.start0[dst] + rows["dst_offset"].to_numpy()
+    dpiece, dflat, dlen, dpacked = rect_runs(dst_start, dims, t.odims[dst, 1], t.odims[dst, 2], eb)
+    _bounds(sram, dflat, dlen, f"exchange phase {phase} destinations")
+    staged_rows = np.zeros(len(tid), dtype=bool)
+    plan_passes = []
+    if passes is not None and passes.height:
+        key = pl.DataFrame({"transfer_id": tid, "tile": rows["destination"].to_numpy(),
+                            "_r": np.arange(len(tid))}).cast({"tile": pl.Int32})
+        ps = (passes.filter((pl.col("phase") == phase) & pl.col("staging_offset").is_not_null())
+              .join(key, on=["transfer_id", "tile"], how="inner").sort("pass", "_r", "byte_offset"))
+        if ps.height:
+            r = ps["_r"].to_numpy()
+            staged_rows[r] = True
+            boff = ps["byte_offset"].to_numpy()
+            ln = ps["size_bytes"].to_numpy().astype(np.int64)
+            stage = sram.start0[ps["staging_object"].to_numpy()] + ps["staging_offset"].to_numpy()
+            _bounds(sram, stage, ln, f"exchange phase {phase} staging")
+            pnum = ps["pass"].to_numpy()
+            for p in np.unique(pnum):
+                m = pnum == p
+                plan_passes.append((tstart[u_of_row[r[m]]] + boff[m], stage[m], rstart[r[m]] + boff[m], ln[m]))
+    d = np.nonzero(~staged_rows)[0]
+    return ExchangePlan(src_flat=sflat, stream_pos=tstart[piece] + packed, src_len=slen,
+                        stream_bytes=int(tsize.sum()), passes=plan_passes,
+                        direct=(tstart[u_of_row[d]], rstart[d], size[d]), recv_bytes=int(size.sum()),
+                        dst_flat=dflat, recv_pos=rstart[dpiece] + dpacked, dst_len=dlen)
+
+
+def run_exchange(p: ExchangePlan, sram: Sram) -> None:
+    stream = np.empty(p.stream_bytes, dtype=np.uint8)
+    copy_runs(sram.flat, p.src_flat, stream, p.stream_pos, p.src_len)
+    recv = np.empty(p.recv_bytes, dtype=np.uint8)
+    for spos, stage, rpos, ln in p.passes:   # the window is written in full, then copied out
+        copy_runs(stream, spos, sram.flat, stage, ln)
+        copy_runs(sram.flat, stage, recv, rpos, ln)
+    copy_runs(stream, p.direct[0], recv, p.direct[1], p.direct[2])
+    copy_runs(recv, p.recv_pos, sram.flat, p.dst_flat, p.dst_len)
+
+
+# -- compute ----------------------------------------------------------------------
+@dataclass(slots=True)
+class Group:
+    rule: str
+    cmds: np.ndarray
+    op_id: int
+    inputs: list[np.ndarray]       # objects per activation operand
+    input_off: list[np.ndarray]
+    weights: list[np.ndarray]      # objects per weight operand
+    out: np.ndarray
+    out_off: np.ndarray
+
+
+@dataclass(slots=True)
+class ComputePlan:
+    copy_src: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None  # src flat, buf pos, len, dst flat
+    copy_bytes: int
+    groups: list[Group]
+
+
+def plan_compute(phase: int, t: Tables, sram: Sram, op_names: dict[int, str]) -> ComputePlan:
+    cmds = t.phase_cmds.get(phase, np.zeros(0, dtype=np.int64))
+    is_copy = t.kernel[cmds] == "copy"
+    cc = cmds[is_copy]
+    copy = None
+    total = 0
+    if len(cc):
+        src, dst = t.cin[cc], t.out[cc]
+        eb = t.obytes[src]
+        dims = t.dims[cc]
+        piece, sflat, slen, packed = rect_runs(sram.start0[src] + t.cin_off[cc], dims, t.odims[src, 1],
+                                               t.odims[src, 2], eb)
+        nbytes = dims.prod(axis=1) * eb
+        bstart = np.cumsum(nbytes) - nbytes
+        dpiece, dflat, dlen, dpacked = rect_runs(sram.start0[dst] + t.out_off[cc], dims, t.odims[dst, 1],
+                                                 t.odims[dst, 2], eb)
+        _bounds(sram, sflat, slen, f"copies of phase {phase}")
+        _bounds(sram, dflat, dlen, f"copies of phase {phase}")
+        copy = (sflat, bstart[piece] + packed, slen, dflat, bstart[dpiece] + dpacked, dlen)
+        total = int(nbytes.sum())
+    kc = cmds[~is_copy]
+    groups: list[Group] = []
+    if len(kc):
+        has_w = t.wts[0, kc] >= 0
+        combo = np.stack([t.op_id[kc], has_w.astype(np.int64)], 1)
+        uc, inv = np.unique(combo, axis=0, return_inverse=True)
+        first = np.zeros(len(uc), dtype=np.int64)
+        first[inv.ravel()] = np.arange(len(kc))
+        rule_of = [rule_name(str(t.kernel[kc[f]]), op_names.get(int(u[0]), ""), bool(u[1]))
+                   for u, f in zip(uc, first, strict=True)]
+        rule_code = np.array([sorted(set(rule_of)).index(r) for r in rule_of], dtype=np.int64)[inv.ravel()]
+        cols = [rule_code, t.op_id[kc], (t.inp[:, kc] >= 0).sum(0), (t.wts[:, kc] >= 0).sum(0)]
+        for obj in (*t.inp[:, kc], *t.wts[:, kc], t.out[kc]):
+            cols.extend(t.odims[np.maximum(obj, 0)].T)
+        _, ginv = np.unique(np.stack(cols, 1), axis=0, return_inverse=True)
+        ginv = ginv.ravel()
+        names = sorted(set(rule_of))
+        for gi in range(int(ginv.max()) + 1):
+            g = kc[ginv == gi]
+            n_in = int((t.inp[:, g[0]] >= 0).sum())
+            n_w = int((t.wts[:, g[0]] >= 0).sum())
+            groups.append(Group(rule=names[int(rule_code[np.nonzero(ginv == gi)[0][0]])], cmds=g,
+                                op_id=int(t.op_id[g[0]]),
+                                inputs=[t.inp[j, g] for j in range(n_in)],
+                                input_off=[t.inp_off[j, g] for j in range(n_in)],
+                                weights=[t.wts[j, g] for j in range(n_w)], out=t.out[g], out_off=t.out_off[g]))
+    return ComputePlan(copy_src=copy, copy_bytes=total, groups=groups)
+
+
+def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt: dict[int, str],
+                scale: int) -> np.ndarray:
+    """Operand arrays ``[n, G, R, C]`` (float32) of objects of one shape, read at flat ``start``."""
+    o = objs[0]
+    dims = t.odims[o]
+    eb = int(t.obytes[o])
+    n_el = int(dims.prod())
+    raw = sram.read(start, n_el * eb)
+    if eb == 1:
+        vals = decode(raw, fmt.get(int(t.otensor[o]), "f143"), scale)
+    elif eb == 2:
+        vals = raw.view(np.float16).astype(np.float32)
+    else:
+        vals = raw.view(np.float32)
+    return vals.reshape(len(objs), *dims)
+
+
+def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Round ``values`` to the objects' element type and write them; returns what was stored (float32)."""
+    eb = int(t.obytes[objs[0]])
+    stored = values.astype(np.float16) if eb == 2 else values.astype(np.float32)
+    _bounds(sram, start, np.full(len(start), stored[0].nbytes), "kernel output")
+    sram.write(start, stored.reshape(len(objs), -1))
+    return stored.astype(np.float32)
+
+
+def run_copies(p: ComputePlan, sram: Sram) -> None:
+    if p.copy_src is None:
+        return
+    sflat, bpos, slen, dflat, dpos, dlen = p.copy_src
+    buf = np.empty(p.copy_bytes, dtype=np.uint8)
+    copy_runs(sram.flat, sflat, buf, bpos, slen)
+    copy_runs(buf, dpos, sram.flat, dflat, dlen)
+
+
+def context(graph, partials: str) -> KernelContext:
+    return KernelContext(head_dim=int(graph.params.get("head_dim") or 1), partials=partials)
+
+
+def formats(graph) -> dict[int, str]:
+    return {int(t): FP8[d] for t, d in zip(graph.tensors["tensor_id"].to_list(), graph.tensors["dtype"].to_list(),
+                                           strict=True) if d in FP8}
+
+
+def run_rule(group: Group, ins: list[np.ndarray], ws: list[np.ndarray], ctx: KernelContext) -> np.ndarray:
+    return RULES[group.rule](ins, ws, ctx)
