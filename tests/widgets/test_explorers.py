@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import pytest
+from altair.jupyter.jupyter_chart import PointSelection
+
+import toolkit
+from toolkit.errors import InfeasibleError, OptionError
+from toolkit.profile import synthetic_profile
+from toolkit.widgets import LayoutExplorer, ProfileExplorer, SramExplorer, compare_layouts, pin_label
+
+
+@pytest.fixture(scope="module")
+def explorer() -> LayoutExplorer:
+    return LayoutExplorer("mlp-small-repeat")
+
+
+def test_layout_explorer_starts_on_the_searched_choice(explorer, small):
+    assert explorer.row_block.value == small.layout.chosen.row_block
+    assert explorer.current_options().row_block is None
+    spec = explorer.pareto_chart.spec
+    assert spec == explorer.pareto_chart.chart.to_dict()           # what the browser receives
+    assert f"(showing row_block={small.layout.chosen.row_block})" in spec["title"][1]
+    assert "searched" in explorer.table.value
+
+
+def test_row_block_slider_recompiles_and_redraws(explorer):
+    before = explorer.pareto_chart.chart.to_dict()
+    before_tradeoff = explorer.tradeoff_chart.chart.to_dict()
+    explorer.row_block.value = 36
+    after = explorer.pareto_chart.chart.to_dict()
+    assert after != before
+    assert after["title"][1].startswith("chosen: row_block=36 ")
+    assert explorer.compilation.layout.chosen.row_block == 36
+    assert explorer.compilation.options.row_block == 36
+    tradeoff = explorer.tradeoff_chart.chart.to_dict()
+    assert tradeoff != before_tradeoff
+    points = tradeoff["datasets"][tradeoff["hconcat"][0]["data"]["name"]]
+    assert [p["row_block"] for p in points if p["chosen"]] == [36]
+    table = explorer.compared()
+    assert table["layout"].to_list()[:2] == ["row_block=36", "searched"]
+    assert table.filter(table["layout"] == "row_block=36")["row_block"].item() == 36
+
+
+def test_layout_controls_pin_the_compile(explorer):
+    explorer.row_block.value = 36
+    shards = [v for _, v in explorer.row_shard.options if v is not None]
+    assert shards and None in [v for _, v in explorer.row_shard.options]
+    explorer.inner_split.value = 2
+    explorer.weight_class.value = "standard"
+    chosen = explorer.compilation.layout.chosen
+    assert (chosen.inner_split, chosen.weight_class) == (2, "standard")
+    assert "row_block=36, inner_split=2, weight_class=standard" in explorer.status.value
+    assert explorer.fused_qkv.disabled                               # an MLP has no QKV to fuse
+    cand = explorer.candidates
+    assert set(cand["weight_class"].unique()) == {"standard"}
+    assert cand["row_block"].n_unique() > 1                          # every row block, for the slider
+    assert cand["chosen"].sum() == 1
+    explorer.weight_class.value = None
+    explorer.inner_split.value = None
+
+
+def test_infeasible_pins_show_an_error_not_a_crash(explorer, monkeypatch):
+    good = explorer.pareto_chart.chart.to_dict()
+
+    def no_fit(*_args, **_kwargs):
+        raise InfeasibleError("no layout candidate fits (3 tried)")
+
+    monkeypatch.setattr(toolkit.widgets.layout, "compile", no_fit)
+    explorer.inner_split.value = 16
+    assert "color:firebrick" in explorer.status.value
+    assert "inner_split=16: no layout candidate fits (3 tried)" in explorer.status.value
+    assert explorer.pareto_chart.chart.to_dict() == good              # the last good chart stays
+    monkeypatch.undo()
+    explorer.inner_split.value = None
+    assert "firebrick" not in explorer.status.value
+
+
+def test_layout_explorer_rejects_unknown_pins():
+    with pytest.raises(OptionError, match=r"unknown option 'row_blok'; did you mean 'row_block'\?"):
+        LayoutExplorer("mlp-small-repeat", row_blok=18)
+
+
+def test_compare_layouts_side_by_side(small):
+    table = compare_layouts({"a": small, "b": small})
+    assert table.columns[:3] == ["layout", "est_cycles", "compute_cycles"]
+    assert table["layout"].to_list() == ["a", "b"]
+    assert compare_layouts([small])["layout"].to_list() == [pin_label(small.options)] == ["searched"]
+    with pytest.raises(OptionError, match="compilations is empty"):
+        compare_layouts([])
+
+
+def test_sram_explorer_tile_picker(small):
+    ex = SramExplorer(small)
+    busiest = int(ex.peaks["tile"][0])
+    assert ex.tile.value == busiest
+    assert ex.map_chart.chart.to_dict()["title"].startswith(f"tile {busiest}:")
+    other = int(ex.peaks["tile"][1])
+    ex.busiest.value = other
+    assert ex.tile.value == other
+    assert ex.map_chart.chart.to_dict()["title"].startswith(f"tile {other}:")
+    assert ex.breakdown_chart.chart.to_dict()["title"].startswith(f"tile {other} peaks at event")
+    ex.color.value = "class"
+    assert ex.map_chart.chart.to_dict()["layer"][0]["encoding"]["color"]["field"] == "class"
+
+
+def test_sram_explorer_follows_a_heatmap_click(small):
+    ex = SramExplorer(small)
+    assert "picked_tile" in ex.heatmap.selections.trait_names()
+    tile = int(ex.peaks["tile"][2])
+    ex.heatmap.selections._set_value(
+        "picked_tile", PointSelection(name="picked_tile", value=[{"tile": tile}], store=[]))
+    assert ex.tile.value == tile
+
+
+def test_sram_explorer_empty_tile(small):
+    idle = int(small.placement.occupancy["tile"].max()) + 1
+    ex = SramExplorer(small, tile=idle)
+    assert ex.breakdown_chart.chart is None
+    assert ex.status.value == f"tile {idle} holds no objects: nothing is live on it"
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"tile": 1472}, r"tile=1472 is not a tile of ipu21 \(0..1471\)"),
+    ({"color": "size"}, r"color='size' is not a memory-map colouring"),
+])
+def test_sram_explorer_bad_input(small, kwargs, match):
+    with pytest.raises(OptionError, match=match):
+        SramExplorer(small, **kwargs)
+
+
+def test_profile_explorer_range_and_crop():
+    ex = ProfileExplorer(synthetic_profile(tiles=40, samples_per_tile=13, seed=3), tiles=8)
+    spec = ex.timeline_chart.chart.to_dict()
+    tiles = {r["tile"] for r in spec["datasets"][spec["data"]["name"]]}
+    assert tiles == set(range(8))
+    ex.tiles.value = (10, 13)
+    spec = ex.timeline_chart.chart.to_dict()
+    assert {r["tile"] for r in spec["datasets"][spec["data"]["name"]]} == {10, 11, 12, 13}
+    assert spec["title"] == "tiles 10..13, cropped"
+    cropped = ex.crop.cropped_cycles
+    ex.shared_clock.value = True
+    assert ex.timeline_chart.chart.to_dict()["title"] == "tiles 10..13, shared clock"
+    assert ex.crop.cropped_cycles >= cropped
+    assert "shared clock" in ex.status.value
+    ex.by.value = "kernel"
+    assert ex.bars_chart.chart.to_dict()["title"] == "phase_cycles by kernel"
+    ex.color.value = "phase"
+    assert ex.timeline_chart.chart.to_dict()["encoding"]["color"]["field"] == "phase"
+
+
+def test_profile_explorer_too_many_samples_is_reported():
+    ex = ProfileExplorer(synthetic_profile(tiles=40, samples_per_tile=200, seed=1), tiles=4)
+    good = ex.timeline_chart.chart.to_dict()
+    ex.tiles.value = (0, 39)
+    assert "max_rows=5000" in ex.status.value
+    assert ex.timeline_chart.chart.to_dict() == good
+
+
+@pytest.mark.parametrize(("args", "kwargs", "match"), [
+    ((None,), {}, r"profile must be a toolkit.profile.Profile, got NoneType"),
+    ((synthetic_profile(tiles=2),), {"tiles": 0}, r"tiles=0 must be a positive number of tiles"),
+    ((synthetic_profile(tiles=2),), {"color": "x"}, r"color='x' is not a sample column"),
+    ((synthetic_profile(tiles=2),), {"by": "x"}, r"by='x' is not a profile grouping"),
+])
+def test_profile_explorer_bad_input(args, kwargs, match):
+    with pytest.raises(OptionError, match=match):
+        ProfileExplorer(*args, **kwargs)
+
+
+def test_setup_rejects_bad_max_rows():
+    with pytest.raises(OptionError, match=r"max_rows=0 must be a positive number of rows"):
+        toolkit.widgets.setup(max_rows=0)

@@ -1,0 +1,153 @@
+"""Layout trade-off charts: every candidate's cycles against its peak SRAM, and the best per parameter value.
+
+Both functions take ``layout.candidates`` (``CANDIDATES_SCHEMA`` of
+:mod:`toolkit.layout.search`), reduce it in polars, and return an altair chart
+built on the reduced frame; the tests read ``chart.to_dict()``. Candidates the
+screen rejected before estimating cycles (null ``est_cycles``) cannot be drawn
+on the cycles axis: they are counted in the title instead.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from toolkit.errors import OptionError
+
+DEFAULT_MAX_ROWS = 5000
+PARAMETERS = ("row_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class", "fused_qkv")
+STATUSES = ("chosen", "pareto", "feasible", "rejected")
+_NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
+_TOOLTIP = ("candidate_id", *PARAMETERS, "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",
+            "sched_cycles", "reject_reason")
+
+
+def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int | None = None,
+           max_rows: int = DEFAULT_MAX_ROWS) -> alt.LayerChart:
+    """Estimated cycles (x) against peak live bytes per tile (y) for every estimated candidate.
+
+    Points are coloured by ``color`` (a layout parameter column) and shaped by
+    feasibility; the Pareto front (feasible, not dominated in both) is a step
+    line; the chosen candidate is ringed. With ``row_block``, candidates of other
+    row blocks fade, so a slider can walk through the row blocks on one scale.
+    """
+    if color not in PARAMETERS:
+        msg = f"color={color!r} is not a layout parameter column; use one of {list(PARAMETERS)}"
+        raise OptionError(msg, field="color", value=color)
+    cand = _columns(candidates, (*_NEEDED, color))
+    if row_block is not None and "row_block" not in cand.columns:
+        msg = "row_block= needs a 'row_block' column in candidates"
+        raise OptionError(msg, field="row_block", value=row_block)
+    drawn = cand.filter(pl.col("est_cycles").is_not_null() & pl.col("peak_live_bytes").is_not_null())
+    _guard(drawn.height, max_rows, "pareto draws one point per estimated candidate")
+    focus = pl.lit(True) if row_block is None else pl.col("row_block") == row_block
+    data = drawn.with_columns(
+        pl.when(pl.col("chosen")).then(pl.lit("chosen"))
+        .when(pl.col("pareto")).then(pl.lit("pareto"))
+        .when(pl.col("feasible")).then(pl.lit("feasible"))
+        .otherwise(pl.lit("rejected")).alias("status"),
+        focus.alias("focus"),
+    )
+    data = data.select([c for c in (*_TOOLTIP, "feasible", "pareto", "chosen", "focus") if c in data.columns])
+    tooltip = [alt.Tooltip(c, format=",") if c in ("est_cycles", "peak_live_bytes", "sched_cycles") else alt.Tooltip(c)
+               for c in data.columns if c in _TOOLTIP]
+    x = alt.X("est_cycles:Q", title="estimated cycles", scale=alt.Scale(zero=False))
+    y = alt.Y("peak_live_bytes:Q", title="peak live bytes per tile", scale=alt.Scale(zero=False))
+    points = alt.Chart(data).mark_point(filled=True, size=45).encode(
+        x=x, y=y,
+        color=alt.Color(f"{color}:O", title=color, scale=alt.Scale(scheme="viridis")),
+        shape=alt.Shape("feasible:N", title="feasible", scale=alt.Scale(domain=[True, False],
+                                                                         range=["circle", "cross"])),
+        opacity=alt.condition("datum.focus", alt.value(0.9), alt.value(0.12)),
+        tooltip=tooltip,
+    )
+    front = data.filter(pl.col("pareto")).sort("est_cycles", "peak_live_bytes")
+    front_line = alt.Chart(front).mark_line(
+        interpolate="step-after", color="black", strokeWidth=1.2, opacity=0.7).encode(x=x, y=y, order="est_cycles:Q")
+    picked = data.filter(pl.col("chosen"))
+    ring = alt.Chart(picked).mark_point(shape="circle", size=320, filled=False, color="red", strokeWidth=2.5).encode(
+        x=x, y=y, tooltip=tooltip)
+    label = alt.Chart(picked).mark_text(align="left", dx=12, dy=-10, color="red", fontWeight="bold").encode(
+        x=x, y=y, text=alt.value("chosen"))
+    return alt.LayerChart(layer=[points, front_line, ring, label], width=560, height=360,
+                          title=_title(cand, drawn, picked, row_block))
+
+
+def tradeoff(candidates: pl.DataFrame, x: str = "row_block", *, max_rows: int = DEFAULT_MAX_ROWS
+             ) -> alt.HConcatChart:
+    """For every value of the layout parameter ``x``: the fewest estimated cycles over feasible
+    candidates, and beside it the peak live bytes of that fastest candidate and the smallest peak.
+    The chosen candidate's value is drawn in red on both panels.
+    """
+    if x not in PARAMETERS:
+        msg = f"x={x!r} is not a layout parameter column; use one of {list(PARAMETERS)}"
+        raise OptionError(msg, field="x", value=x)
+    cand = _columns(candidates, (*_NEEDED, x))
+    feas = cand.filter(pl.col("feasible") & pl.col("est_cycles").is_not_null())
+    chosen_x = cand.filter(pl.col("chosen"))[x].to_list()
+    best = (
+        feas.sort("est_cycles", "peak_live_bytes", "candidate_id")
+        .group_by(x, maintain_order=True)
+        .agg(
+            pl.col("est_cycles").first().alias("best_cycles"),
+            pl.col("peak_live_bytes").first().alias("fastest_peak_bytes"),
+            pl.col("peak_live_bytes").min().alias("smallest_peak_bytes"),
+            pl.col("candidate_id").first().alias("fastest_candidate"),
+            pl.len().alias("feasible_candidates"),
+        )
+        .sort(x, nulls_last=True)
+        .with_columns(pl.col(x).is_in(pl.Series(chosen_x, dtype=cand.schema[x]).implode()).alias("chosen"))
+    )
+    _guard(best.height * 2, max_rows, f"tradeoff draws two rows per {x} value")
+    xe = alt.X(f"{x}:O", title=x, sort=None)
+    tooltip = [alt.Tooltip(c, format=",") if c.endswith(("_cycles", "_bytes")) else alt.Tooltip(c)
+               for c in best.columns]
+    red = alt.condition("datum.chosen", alt.value("red"), alt.value("steelblue"))
+    base = alt.Chart(best)
+    cycles = (base.mark_line(color="steelblue").encode(x=xe, y=alt.Y("best_cycles:Q", title="fewest est. cycles"))
+              + base.mark_point(filled=True, size=70).encode(x=xe, y="best_cycles:Q", color=red, tooltip=tooltip)
+              ).properties(width=300, height=240, title=f"fewest estimated cycles by {x}")
+    peaks = best.unpivot(index=[x, "chosen"], on=["fastest_peak_bytes", "smallest_peak_bytes"],
+                         variable_name="which", value_name="bytes").with_columns(
+        pl.col("which").str.strip_suffix("_peak_bytes"))
+    memory = alt.Chart(peaks).mark_line(point=True).encode(
+        x=xe, y=alt.Y("bytes:Q", title="peak live bytes per tile"),
+        color=alt.Color("which:N", title="candidate"), strokeDash=alt.StrokeDash("which:N", legend=None),
+        tooltip=[x, "which", alt.Tooltip("bytes:Q", format=","), "chosen"],
+    ).properties(width=300, height=240, title=f"peak live bytes by {x}")
+    return alt.hconcat(cycles, memory).properties(
+        title=f"{feas.height} feasible of {cand.height} candidates; chosen {x} = "
+              + (", ".join(str(v) for v in chosen_x) or "none"))
+
+
+# -- helpers ------------------------------------------------------------------------
+def _columns(candidates: pl.DataFrame, needed: tuple[str, ...]) -> pl.DataFrame:
+    if not isinstance(candidates, pl.DataFrame):
+        msg = f"candidates must be a polars DataFrame (layout.candidates), got {type(candidates).__name__}"
+        raise OptionError(msg, field="candidates", value=type(candidates).__name__)
+    missing = [c for c in dict.fromkeys(needed) if c not in candidates.columns]
+    if missing:
+        msg = f"candidates lacks columns {missing}; pass compilation.layout.candidates"
+        raise OptionError(msg, field="candidates", value=missing)
+    return candidates
+
+
+def _guard(rows: int, max_rows: int, what: str) -> None:
+    if rows > max_rows:
+        msg = f"{what}: {rows:,} rows > max_rows={max_rows:,}; filter the candidates or raise max_rows"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+
+
+def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_block: int | None) -> list[str]:
+    feasible = int(cand["feasible"].sum())
+    on_front = int(cand["pareto"].sum())
+    head = (f"{cand.height} candidates, {feasible} feasible, {on_front} on the Pareto front"
+            + (f"; {cand.height - drawn.height} rejected before costing" if drawn.height < cand.height else ""))
+    if picked.height == 0:
+        return [head, "no candidate chosen"]
+    p = picked.row(0, named=True)
+    params = " ".join(f"{k}={p[k]}" for k in PARAMETERS if k in p and p[k] is not None)
+    line = f"chosen: {params}: {p['est_cycles']:,} cycles, {p['peak_live_bytes']:,} B"
+    if row_block is not None:
+        line += f" (showing row_block={row_block})"
+    return [head, line]

@@ -1,0 +1,184 @@
+"""``LayoutExplorer``: move the row block and the layout pins, see cycles and peak SRAM move.
+
+Every control change re-runs the layout search (every row block, the other
+pins as set) and compiles the pinned layout; both are cached per option value,
+so going back to a setting is instant. The Pareto chart and the per-row-block
+trade-off chart are updated in place; the table lists every layout compiled so
+far side by side (cycles, launches, exchange steps, peak SRAM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ipywidgets as w
+import polars as pl
+
+from toolkit.errors import OptionError, ToolkitError
+from toolkit.graph import Graph, Workload
+from toolkit.layout import LayoutResult, search_layouts
+from toolkit.options import WEIGHT_CLASSES, Options, as_options
+from toolkit.pipeline import Compilation, compile, resolve_graph
+from toolkit.target import Target, ipu21
+from toolkit.viz.layout import PARAMETERS, pareto, tradeoff
+from toolkit.widgets.render import chart_widget, html_table
+
+#: compare_layouts columns after ``layout``
+COMPARE_COLUMNS = ("est_cycles", "compute_cycles", "exchange_cycles", "sync_cycles", "launches", "kernel_calls",
+                   "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
+                   "inner_split", "weight_class", "fused_qkv")
+_PINS = ("row_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
+
+
+def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilation]) -> pl.DataFrame:
+    """One row per compilation, side by side: ``layout`` (the mapping key, or the pins that differ
+    from the defaults) then ``COMPARE_COLUMNS`` from :meth:`Compilation.summary`."""
+    items = (list(compilations.items()) if isinstance(compilations, Mapping)
+             else [(pin_label(c.options), c) for c in compilations])
+    if not items:
+        msg = "compilations is empty; pass at least one Compilation"
+        raise OptionError(msg, field="compilations", value=0)
+    rows = [c.summary().select(list(COMPARE_COLUMNS)).with_columns(pl.lit(str(k)).alias("layout"))
+            for k, c in items]
+    return pl.concat(rows, how="vertical_relaxed").select("layout", *COMPARE_COLUMNS)
+
+
+def pin_label(options: Options) -> str:
+    """The layout pins of ``options`` as ``name=value`` (``searched`` when nothing is pinned)."""
+    pins = [f"{k}={getattr(options, k)}" for k in PARAMETERS if getattr(options, k) is not None]
+    return ", ".join(pins) or "searched"
+
+
+class LayoutExplorer:
+    """Controls (row-block slider; row shard, inner split, weight class, fused QKV) over one workload.
+
+    ``pins`` are :class:`toolkit.Options` fields: layout pins set the controls'
+    starting values, other options (``tiles``, ``beam_width`` ...) apply to
+    every compile. Display the explorer (or ``.widget``) in a notebook.
+    """
+
+    def __init__(self, workload: str | Workload | Graph, *, target: Target | None = None, history: int = 8,
+                 **pins: Any) -> None:
+        self.target = target or ipu21()
+        self.graph = resolve_graph(workload)
+        self.options = as_options(pins)
+        self.history = history
+        self._compiled: dict[Options, Compilation] = {}
+        self._searched: dict[Options, LayoutResult] = {}
+        self._order: list[Options] = []
+        self._quiet = False
+        params = self.graph.params
+        self._rows = int(params["tokens"])
+        self._images = int(params["batch"])
+        first = self._compile(self.options)
+        chosen = first.layout.chosen
+        blocks = sorted({*self.options.row_blocks, chosen.row_block})
+        self.row_block = w.SelectionSlider(options=blocks, value=chosen.row_block, description="row block",
+                                           continuous_update=False)
+        self.row_shard = w.Dropdown(description="row shard")
+        self.inner_split = w.Dropdown(
+            options=[("auto", None), *((str(s), s) for s in sorted({*self.options.inner_splits, chosen.inner_split}))],
+            value=self.options.inner_split, description="inner split")
+        self.weight_class = w.Dropdown(options=[("auto", None), *((c, c) for c in WEIGHT_CLASSES)],
+                                       value=self.options.weight_class, description="weights")
+        attention = params.get("kind") in ("attention", "encoder")
+        self.fused_qkv = w.Dropdown(options=[("auto", None), ("separate", False), ("fused", True)],
+                                    value=self.options.fused_qkv, description="QKV", disabled=not attention)
+        self._pinned_row_block = self.options.row_block is not None
+        self._set_shards(chosen.row_block, self.options.row_shard)
+        self.status = w.HTML()
+        self.pareto_chart = chart_widget(None)
+        self.tradeoff_chart = chart_widget(None)
+        self.table = w.HTML()
+        for control in (self.row_block, self.row_shard, self.inner_split, self.weight_class, self.fused_qkv):
+            control.observe(self._changed, names="value")
+        self.widget = w.VBox([
+            w.HBox([self.row_block, self.row_shard, self.inner_split]),
+            w.HBox([self.weight_class, self.fused_qkv]),
+            self.status, self.pareto_chart, self.tradeoff_chart, self.table,
+        ])
+        self.compilation = first
+        self.update()
+
+    # -- state ---------------------------------------------------------------------
+    def current_options(self) -> Options:
+        """The options the controls select (the row block counts as pinned once the slider moved)."""
+        return dataclasses.replace(
+            self.options, row_block=self.row_block.value if self._pinned_row_block else None,
+            row_shard=self.row_shard.value, inner_split=self.inner_split.value,
+            weight_class=self.weight_class.value, fused_qkv=self.fused_qkv.value)
+
+    @property
+    def candidates(self) -> pl.DataFrame:
+        """Every row block's candidates under the current pins, ``chosen`` = the compiled layout."""
+        opts = self.current_options()
+        search = self._search(dataclasses.replace(opts, row_block=None, row_shard=None))
+        picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(PARAMETERS)
+        hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=PARAMETERS,
+                                                    how="left", nulls_equal=True)
+        return hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
+
+    def compared(self) -> pl.DataFrame:
+        """The compiled layouts so far, most recent first (``compare_layouts`` columns)."""
+        recent = list(reversed(self._order))[: self.history]
+        return compare_layouts({pin_label(o): self._compiled[o] for o in recent})
+
+    # -- updates -------------------------------------------------------------------
+    def update(self) -> None:
+        """Compile the selected layout (cached) and redraw the charts and the table in place."""
+        opts = self.current_options()
+        try:
+            self.compilation = self._compile(opts)
+            cand = self.candidates
+        except ToolkitError as err:
+            self.status.value = f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span>"
+            return
+        s = self.compilation.summary().row(0, named=True)
+        self.status.value = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} "
+                             f"row_shard={s['row_shard']} inner_split={s['inner_split']}: "
+                             f"{s['est_cycles']:,} cycles, {s['launches']:,} launches, "
+                             f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
+                             + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
+        self.pareto_chart.chart = pareto(cand, row_block=s["row_block"])
+        self.tradeoff_chart.chart = tradeoff(cand, x="row_block")
+        self.table.value = html_table(self.compared(), title="compiled layouts, side by side")
+
+    def _changed(self, change: dict) -> None:
+        if self._quiet:
+            return
+        if change["owner"] is self.row_block:
+            self._pinned_row_block = True
+            self._set_shards(self.row_block.value, self.row_shard.value)
+        self.update()
+
+    def _set_shards(self, row_block: int, keep: int | None) -> None:
+        """Row-shard choices for ``row_block``: auto and the shards the search enumerates."""
+        n_r = self._images * math.ceil(self._rows / min(row_block, self._rows))
+        shards = sorted({max(1, math.ceil(n_r / d)) for d in (1, 2, 4, 8, 16, 32, 64)} | {1, 2})
+        self._quiet = True
+        try:
+            self.row_shard.options = [("auto", None), *((str(s), s) for s in shards)]
+            self.row_shard.value = keep if keep in shards else None
+        finally:
+            self._quiet = False
+
+    def _compile(self, opts: Options) -> Compilation:
+        if opts not in self._compiled:
+            self._compiled[opts] = compile(self.graph, self.target, opts)
+        if opts in self._order:
+            self._order.remove(opts)
+        self._order.append(opts)
+        return self._compiled[opts]
+
+    def _search(self, opts: Options) -> LayoutResult:
+        if opts not in self._searched:
+            self._searched[opts] = search_layouts(self.graph, self.target, opts)
+        return self._searched[opts]
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

@@ -1,0 +1,87 @@
+"""``ProfileExplorer``: a tile range, the crop / shared-clock toggle and a colouring over one profile's
+per-tile timeline, with cycles per phase (or kernel, operation, tile) beside it."""
+
+from __future__ import annotations
+
+import ipywidgets as w
+import polars as pl
+
+from toolkit.errors import OptionError, ToolkitError
+from toolkit.profile import Crop, Profile, crop, query
+from toolkit.viz.profile import COLOR_BY, phase_bars, timeline
+from toolkit.widgets.render import chart_widget
+
+GROUPS = ("phase", "kernel", "operation", "kind", "tile")
+
+
+class ProfileExplorer:
+    """Per-tile timeline of ``profile`` for a range of tiles (``tiles`` wide to start with).
+
+    The crop toggle switches between the hardware renderer's cropped view and
+    the shared clock; the chart is replaced in place on every change.
+    """
+
+    def __init__(self, profile: Profile, *, tiles: int = 16, color: str = "kind", by: str = "phase") -> None:
+        if not isinstance(profile, Profile):
+            msg = f"profile must be a toolkit.profile.Profile, got {type(profile).__name__}"
+            raise OptionError(msg, field="profile", value=type(profile).__name__)
+        if profile.samples.height == 0:
+            msg = "profile has no samples; there is nothing to draw"
+            raise OptionError(msg, field="profile", value=0)
+        if color not in COLOR_BY:
+            msg = f"color={color!r} is not a sample column to colour by; use one of {list(COLOR_BY)}"
+            raise OptionError(msg, field="color", value=color)
+        if by not in GROUPS:
+            msg = f"by={by!r} is not a profile grouping; use one of {list(GROUPS)}"
+            raise OptionError(msg, field="by", value=by)
+        if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 1:
+            msg = f"tiles={tiles!r} must be a positive number of tiles to show"
+            raise OptionError(msg, field="tiles", value=tiles)
+        self.profile = profile
+        self._crops: dict[bool, Crop] = {}
+        ids = profile.samples["tile"].unique().sort()
+        lo, hi = int(ids[0]), int(ids[-1])
+        self.tiles = w.IntRangeSlider(value=(lo, min(hi, lo + tiles - 1)), min=lo, max=hi, description="tiles",
+                                      continuous_update=False)
+        self.shared_clock = w.Checkbox(value=False, description="shared clock (no crop)")
+        self.color = w.Dropdown(options=list(COLOR_BY), value=color, description="colour by")
+        self.by = w.Dropdown(options=list(GROUPS), value=by, description="cycles by")
+        self.status = w.HTML()
+        self.timeline_chart = chart_widget(None)
+        self.bars_chart = chart_widget(None)
+        for control in (self.tiles, self.shared_clock, self.color, self.by):
+            control.observe(lambda _: self.update(), names="value")
+        self.widget = w.VBox([w.HBox([self.tiles, self.shared_clock]), w.HBox([self.color, self.by]), self.status,
+                              self.timeline_chart, self.bars_chart])
+        self.update()
+
+    @property
+    def crop(self) -> Crop:
+        """The profile cropped as the toggle says (cached per setting)."""
+        shared = bool(self.shared_clock.value)
+        if shared not in self._crops:
+            self._crops[shared] = crop(self.profile, shared_clock=shared)
+        return self._crops[shared]
+
+    def update(self) -> None:
+        """Redraw the timeline and the cycles-per-group bars in place."""
+        c = self.crop
+        lo, hi = self.tiles.value
+        try:
+            self.timeline_chart.chart = timeline(c, tiles=range(lo, hi + 1), color=self.color.value).properties(
+                width=720, title=f"tiles {lo}..{hi}, " + ("shared clock" if c.shared_clock else "cropped"))
+            shown = c.samples.filter(pl.col("tile").is_between(lo, hi))
+            self.bars_chart.chart = phase_bars(query(Crop(
+                origin_cycle=c.origin_cycle, cropped_cycles=c.cropped_cycles, shared_clock=c.shared_clock,
+                clock_hz=c.clock_hz, tiles=hi - lo + 1, samples=shown), by=self.by.value))
+        except ToolkitError as err:
+            self.status.value = f"<span style='color:firebrick'>{err}</span>"
+            return
+        self.status.value = (f"{c.tiles} tiles; {'shared clock' if c.shared_clock else 'cropped'}: "
+                             f"{c.cropped_cycles:,} cycles = {c.cropped_seconds * 1e6:,.1f} us at "
+                             f"{c.clock_hz / 1e9:g} GHz; showing tiles {lo}..{hi}")
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

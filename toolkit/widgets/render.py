@@ -1,0 +1,47 @@
+"""How explorers draw: one ``alt.JupyterChart`` per chart, updated in place, with vega bundled offline.
+
+Explorers never redraw through ``with output: display(...)`` (that stalls
+headless notebook runs, nbclient #312): each chart is one
+:class:`altair.JupyterChart` whose ``chart`` trait is replaced, and the
+front end re-renders it. :func:`setup` is the one call a notebook makes first.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from toolkit.errors import OptionError
+
+#: rows VegaFusion may hand to the browser after it has run a chart's transforms
+DEFAULT_MAX_ROWS = 100_000
+
+
+def setup(*, vegafusion: bool = True, max_rows: int = DEFAULT_MAX_ROWS) -> None:
+    """Render altair charts through JupyterChart with vega loaded offline (no CDN), and, with
+    ``vegafusion``, run chart transforms in the kernel with at most ``max_rows`` rows sent on.
+
+    After this call ``chart.to_dict()`` needs ``format="vega"`` (a VegaFusion rule); tests that
+    read Vega-Lite specs leave VegaFusion off.
+    """
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows <= 0:
+        msg = f"max_rows={max_rows!r} must be a positive number of rows"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    alt.renderers.enable("jupyter", offline=True)
+    if vegafusion:
+        alt.data_transformers.enable("vegafusion", max_rows=max_rows)
+    else:
+        alt.data_transformers.enable("default")
+
+
+def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
+    """A JupyterChart (offline) showing ``chart``; replace ``widget.chart`` to update it in place."""
+    alt.JupyterChart.enable_offline()
+    return alt.JupyterChart(chart)
+
+
+def html_table(df: pl.DataFrame, *, title: str = "") -> str:
+    """A small frame as an HTML table (the frame's own rendering), with an optional bold title."""
+    head = f"<b>{title}</b>" if title else ""
+    with pl.Config(tbl_rows=max(df.height, 1), tbl_cols=max(df.width, 1), fmt_str_lengths=60):
+        return head + df._repr_html_()

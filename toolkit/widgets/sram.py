@@ -1,0 +1,93 @@
+"""``SramExplorer``: pick a tile (slider, busiest-tiles list, or a click on the chip heat map) and see
+its memory map with lifetimes and what is live at its peak."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+import polars as pl
+
+from toolkit.errors import OptionError
+from toolkit.pipeline import Compilation
+from toolkit.viz.memory import MAP_COLORS, memory_map, occupancy_heatmap, peak_breakdown, tile_peaks
+from toolkit.widgets.render import chart_widget
+
+BUSIEST = 12
+
+
+class SramExplorer:
+    """Chip heat map, then one tile's memory map and peak breakdown, for one :class:`Compilation`.
+
+    ``tile`` defaults to the tile with the highest peak. Clicking a heat-map cell
+    (selection ``picked_tile``) moves the tile slider.
+    """
+
+    def __init__(self, compilation: Compilation, *, tile: int | None = None, color: str = "kind",
+                 by: str = "kind") -> None:
+        if color not in MAP_COLORS:
+            msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
+            raise OptionError(msg, field="color", value=color)
+        self.compilation = compilation
+        self.target = compilation.target
+        self.by = by
+        occ = compilation.placement.occupancy
+        self.peaks = tile_peaks(occ, self.target).sort("peak_bytes", "tile", descending=[True, False])
+        busiest = self.peaks.head(BUSIEST)
+        start = int(busiest["tile"][0]) if tile is None else tile
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < self.target.tiles:
+            msg = f"tile={tile!r} is not a tile of {self.target.name} (0..{self.target.tiles - 1})"
+            raise OptionError(msg, field="tile", value=tile, tile=tile if isinstance(tile, int) else None)
+        self.tile = w.IntSlider(value=start, min=0, max=self.target.tiles - 1, description="tile",
+                                continuous_update=False)
+        self.busiest = w.Dropdown(
+            options=[("busiest tiles ...", None),
+                     *((f"tile {t}: {b:,} B ({p:.1f}%)", t)
+                       for t, b, p in busiest.select("tile", "peak_bytes", "percent").iter_rows())],
+            value=None, description="pick")
+        self.color = w.Dropdown(options=list(MAP_COLORS), value=color, description="colour by")
+        self.status = w.HTML()
+        self.heatmap = chart_widget(occupancy_heatmap(occ, self.target, failures=compilation.placement.failures))
+        self.heatmap.selections.observe(self._clicked, names="picked_tile")
+        self.map_chart = chart_widget(None)
+        self.breakdown_chart = chart_widget(None)
+        self.tile.observe(lambda _: self.update(), names="value")
+        self.color.observe(lambda _: self.update(), names="value")
+        self.busiest.observe(self._picked, names="value")
+        self.widget = w.VBox([self.heatmap, w.HBox([self.tile, self.busiest, self.color]), self.status,
+                              self.map_chart, self.breakdown_chart])
+        self.update()
+
+    def update(self) -> None:
+        """Redraw the memory map and the peak breakdown of the selected tile in place."""
+        objects, placement, occ = self._frames()
+        tile = int(self.tile.value)
+        self.map_chart.chart = memory_map(objects, placement, self.target, tile, color=self.color.value,
+                                          occupancy=occ)
+        row = self.peaks.filter(pl.col("tile") == tile).row(0, named=True)
+        if row["peak_event"] is None:
+            self.breakdown_chart.chart = None
+            self.status.value = f"tile {tile} holds no objects: nothing is live on it"
+            return
+        self.breakdown_chart.chart = peak_breakdown(objects, placement, occ, self.target, tile, by=self.by)
+        self.status.value = (f"tile {tile}: peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
+                             f"{row['capacity_bytes']:,} B) at event {row['peak_event']}")
+
+    def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        p = self.compilation.placement
+        return self.compilation.schedule.objects, p.placement, p.occupancy
+
+    def _picked(self, change: dict) -> None:
+        if change["new"] is not None:
+            self.tile.value = int(change["new"])
+
+    def _clicked(self, change: dict) -> None:
+        picked: Any = change["new"]
+        values = getattr(picked, "value", None) or []
+        if values and "tile" in values[0]:
+            self.tile.value = int(values[0]["tile"])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
