@@ -17,7 +17,7 @@ from toolkit import tables
 from toolkit.errors import FormatError, OptionError
 from toolkit.exchange import lower_exchanges
 from toolkit.profile import crop, read_capnp, read_parquet, write_capnp, write_parquet
-from toolkit.profile.model import WRAP
+from toolkit.profile.model import WRAP, validate
 from toolkit.schedule import COMMANDS_SCHEMA, PHASES_SCHEMA, REPEAT_PHASES_SCHEMA
 from toolkit.simulate import CALIBRATION_SCHEMA, ROOFLINE_SCHEMA, load_calibration, phase_order, roofline, simulate
 from toolkit.target import ipu21
@@ -29,10 +29,10 @@ FRAG = IPU.costs.exchange_fragment_cycles  # 160
 
 
 # -- a hand-built program -------------------------------------------------------------------------
-def program(phases: list[tuple[str, str]], commands: list[tuple[int, int, str, int]],
+def program(phases: list[tuple[str, str]], commands: list[tuple],
             transfers: list[tuple[int, int, int, list[int], int]], repeats: list[tuple[str, int, int, int]] = (),
             target=IPU, block: str = "main", staged: bool = False) -> SimpleNamespace:
-    """A Compilation-shaped value: phases (kind, name); commands (phase, tile, kernel, cycles);
+    """A Compilation-shaped value: phases (kind, name); commands (phase, tile, kernel, cycles[, groups]);
     transfers (transfer_id, phase, source, destinations, bytes); repeats (block, instances, first, last)."""
     blocks = [next((b for b, _, f, la in repeats if f <= i <= la), block) for i in range(len(phases))]
     ph = pl.DataFrame({
@@ -42,7 +42,7 @@ def program(phases: list[tuple[str, str]], commands: list[tuple[int, int, str, i
     cmd = pl.DataFrame({
         "command_id": range(len(commands)), "phase": [c[0] for c in commands], "tile": [c[1] for c in commands],
         "op_id": [c[0] for c in commands], "kernel": [c[2] for c in commands], "rows": [16] * len(commands),
-        "cols": [32] * len(commands), "inner": [64] * len(commands), "groups": [1] * len(commands),
+        "cols": [32] * len(commands), "inner": [64] * len(commands), "groups": [(*c, 1)[4] for c in commands],
         "calls": [1] * len(commands), "launches": [1] * len(commands), "est_cycles": [c[3] for c in commands],
     }, schema=COMMANDS_SCHEMA)
     rows = [(tid, p, s, d, b) for tid, p, s, ds, b in transfers for d in ds]
@@ -94,6 +94,7 @@ def test_golden_two_phase_program() -> None:
     assert acts.rows() == [(0, 3, "receive", 1, 0, x10), (0, 3, "send", 1, 0, x01),
                            (1, 3, "receive", 1, 0, x01), (1, 3, "send", 1, 0, x10)]
     assert crop(p).cropped_cycles == 3500 + x01 + 200 - 1000
+    assert validate(p, file="<simulated>").samples.equals(p.samples)  # passes the readers' own checks
 
 
 def test_golden_repeat_runs_block_phases_once_per_instance_in_order() -> None:
@@ -265,6 +266,13 @@ def test_calibration_replaces_matching_commands_only(tmp_path: Path) -> None:
     assert compute[0] == (0, 600, 600 + 700 + 300, "amp_matmul_f16")  # 700 calibrated + 300 copy
     assert compute[1] == (1, 600, 1100, "gelu")
     assert simulate(golden(), calibration=load_calibration(path)).samples.equals(p.samples)
+
+
+def test_calibrated_cost_is_median_times_groups(tmp_path: Path) -> None:
+    c = program([("compute", "attn")], [(0, 0, "amp_matmul_f16", 9999, 3), (0, 1, "softmax", 40, 2)], [])
+    cal = load_calibration(_cal(tmp_path, [_m("amp_matmul_f16", [16, 32, 64], 100.4), _m("softmax", [16, 32], 7)]))
+    p = simulate(c, calibration=cal)
+    assert p.samples.filter(kind="compute").select("tile", "end_cycle").rows() == [(0, 600 + 301), (1, 600 + 14)]
 
 
 @pytest.mark.parametrize(("doc", "match"), [

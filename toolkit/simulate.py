@@ -124,30 +124,33 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
     order = (order.join(length, on="phase", how="left").sort("event")
              .with_columns(pl.col("length").fill_null(0))
              .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
-    samples = (per_step.join(order.select("phase", "event", "instance", "name", "offset"), on="phase")
-               .sort("tile", "event")
-               .with_columns((pl.int_range(pl.len()).over("tile") + 1).alias("sample")))
-    first = (samples.group_by("tile").agg().with_columns(
-        pl.lit(0, tables.BIG).alias("sample"), pl.lit(0, tables.BIG).alias("event"),
-        pl.lit(0, tables.BIG).alias("instance"), pl.lit(INITIAL_SYNC).alias("name"),
-        pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
-        pl.lit(0, tables.BIG).alias("offset"), pl.lit(sync, tables.BIG).alias("cycles"),
-        pl.lit(0, tables.BIG).alias("event_cycles")))
-    cols = ["tile", "sample", "event", "instance", "name", "kind", "kernel", "offset", "cycles", "event_cycles"]
+    timed = per_step.join(order.select("phase", "event", "instance", "name", "offset"), on="phase")
+    first = (timed.select(pl.col("tile").unique()).with_columns(
+        pl.lit(-1, tables.ID).alias("phase"), pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
+        pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("event_cycles"),
+        pl.lit(-1, tables.BIG).alias("event"), pl.lit(0, tables.BIG).alias("instance"),
+        pl.lit(INITIAL_SYNC).alias("name"), pl.lit(0, tables.BIG).alias("offset")))
+    # one int64 sort key per sample: (tile, event), the initial sync first
+    rows = (pl.concat([first, timed.select(first.columns)], how="vertical_relaxed")
+            .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)
+            .with_columns(pl.int_range(pl.len(), dtype=tables.BIG).alias("_row")))
+    tile = rows["tile"].to_numpy()
+    new_tile = np.r_[True, tile[1:] != tile[:-1]] if len(tile) else np.zeros(0, bool)
+    row = np.arange(len(tile))
+    rows = rows.with_columns(pl.Series("sample", row - row[new_tile][np.cumsum(new_tile) - 1], dtype=tables.BIG))
     kind_name = {"compute": "compute", "exchange": "exchange", "sync": "synchronization"}
-    all_samples = (pl.concat([first.select(cols), samples.select(cols)], how="vertical_relaxed")
-                   .sort("tile", "sample")
-                   .select(
-                       "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").alias("phase"),
-                       pl.col("instance").alias("epoch"), pl.col("name").alias("operation"),
-                       pl.col("kind").replace(kind_name), "kernel",
-                       ((pl.col("offset") + base_cycle) % WRAP).alias("start_cycle"),
-                       ((pl.col("offset") + pl.col("cycles") + base_cycle) % WRAP).alias("end_cycle"),
-                       pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
-                       .alias("exchange_event_cycles"))
-                   .cast(tables.SAMPLES_SCHEMA))
-    activities = (acts.join(samples.select("tile", "phase", "event", "sample"), on=["tile", "phase"])
-                  .sort("tile", "sample", "start_cycle", "kind")
+    all_samples = rows.select(
+        "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").clip(0, None).alias("phase"),
+        pl.col("instance").alias("epoch"), pl.col("name").alias("operation"),
+        pl.col("kind").replace(kind_name), "kernel",
+        ((pl.col("offset") + base_cycle) % WRAP).alias("start_cycle"),
+        ((pl.col("offset") + pl.col("cycles") + base_cycle) % WRAP).alias("end_cycle"),
+        pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
+        .alias("exchange_event_cycles"),
+    ).cast(tables.SAMPLES_SCHEMA)
+    # activities in (sample row, start, receive before send) order, again through one int64 key
+    activities = (acts.join(rows.select("tile", "phase", "sample", "_row"), on=["tile", "phase"])
+                  .sort(pl.col("_row") * (1 << 33) + pl.col("start_cycle") * 2 + (pl.col("kind") == "send"))
                   .select(list(tables.ACTIVITIES_SCHEMA)).cast(tables.ACTIVITIES_SCHEMA))
     return Profile(samples=all_samples, activities=activities, metadata=tables.empty(tables.METADATA_SCHEMA),
                    clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
