@@ -370,3 +370,60 @@ def test_sizes_add_up_for_any_model(repeat2, step, call, operand, row_ref, align
     base = packaged(repeat2, model=PackageModel(step_bytes=0, call_bytes=0, operand_bytes=0, row_ref_bytes=0,
                                                   exchange_call_bytes=0, sync_bytes=0, code_align=align))
     assert s["supervisor_code_bytes"] >= base.summary["supervisor_code_bytes"].item()
+
+
+# -- a tiny golden case ---------------------------------------------------------------------------------------
+def tiny_schedule(shapes):
+    """One compute phase; tile t runs one layernorm of rows shapes[t] reading and writing its own objects."""
+    from toolkit.schedule import (
+        COMMANDS_SCHEMA,
+        OPERANDS_SCHEMA,
+        PHASES_SCHEMA,
+        RELOCATIONS_SCHEMA,
+        REPEAT_PHASES_SCHEMA,
+        SEGMENTS_SCHEMA,
+        SLICES_SCHEMA,
+        Schedule,
+    )
+    from toolkit.tables import TRANSFERS_SCHEMA, empty
+    n = len(shapes)
+    phases = pl.DataFrame({"phase": [0], "kind": ["compute"], "op_id": [0], "name": ["ln"], "block": ["main"],
+                           "wave": [0], "est_cycles": [100]}, schema=PHASES_SCHEMA)
+    commands = pl.DataFrame({"command_id": range(n), "phase": [0] * n, "tile": range(n), "op_id": [0] * n,
+                             "kernel": ["layernorm"] * n, "rows": shapes, "cols": [64] * n, "inner": [0] * n,
+                             "groups": [1] * n, "calls": [1] * n, "launches": [1] * n, "est_cycles": [100] * n},
+                            schema=COMMANDS_SCHEMA)
+    operands = pl.DataFrame({"command_id": [*range(n), *range(n)], "object_id": [*range(n), *range(n, 2 * n)],
+                             "role": ["i"] * n + ["out"] * n, "offset": [0] * (2 * n)}, schema=OPERANDS_SCHEMA)
+    objects = pl.DataFrame({
+        "object_id": range(2 * n), "tile": [*range(n), *range(n)], "kind": ["activation"] * (2 * n),
+        "name": ["x"] * n + ["y"] * n, "tensor_id": [0] * n + [1] * n, "size_bytes": [128 * s for s in shapes] * 2,
+        "align": [8] * (2 * n), "first": [0] * (2 * n), "last": [0] * (2 * n), "access": ["data"] * (2 * n),
+        "class": ["standard"] * (2 * n), "regions": [[0, 1]] * (2 * n), "group": [None] * (2 * n),
+        "alias_of": [None] * (2 * n), "repeat_count": [1] * (2 * n), "separate_from": [[]] * (2 * n),
+        "auxiliary": [False] * (2 * n)}, schema=OBJECTS_SCHEMA)
+    return Schedule(phases=phases, commands=commands, operands=operands, transfers=empty(TRANSFERS_SCHEMA),
+                    slices=empty(SLICES_SCHEMA), objects=objects, segments=empty(SEGMENTS_SCHEMA),
+                    repeats=empty(REPEAT_PHASES_SCHEMA), relocations=empty(RELOCATIONS_SCHEMA))
+
+
+def test_identical_tiles_are_one_image():
+    from types import SimpleNamespace
+
+    from toolkit.exchange import ROWS_SCHEMA
+    from toolkit.tables import empty
+    from toolkit.tiles import lower_tiles
+    s = tiny_schedule([16, 16, 32])
+    pkg = size_package(s, SimpleNamespace(rows=empty(ROWS_SCHEMA)), lower_tiles(s), toolkit.ipu21())
+    m = PackageModel()
+    sup = pkg.objects.filter(pl.col("name") == "supervisor")["size_bytes"].to_list()
+    assert sup == [m.step_bytes + m.call_bytes + 2 * m.operand_bytes] * 3
+    d = pkg.tiles["image_digest"].to_list()
+    assert d[0] == d[1] != d[2]
+    summ = pkg.summary.row(0, named=True)
+    assert (summ["tiles"], summ["unique_images"], summ["dedup_savings_images"]) == (3, 2, 1)
+    kernel = pkg.objects.filter(pl.col("name") == "kernel:layernorm")
+    assert kernel.height == 3 and summ["kernel_code_bytes"] == 3 * toolkit.ipu21().code_bytes("layernorm")
+    # the package file keeps one copy of the kernel, the support code, the host state and each distinct supervisor
+    assert summ["image_bytes"] < summ["loaded_bytes"]
+    assert summ["dedup_savings_bytes"] >= 2 * toolkit.ipu21().code_bytes("layernorm")
