@@ -14,6 +14,22 @@ from toolkit.target import Target, ipu21, load_target
 __version__ = "0.1.0"
 
 __all__ = [
-    "Compilation", "FormatError", "Graph", "Options", "InfeasibleError", "InvalidIRError", "ModelError", "OptionError", "Target",
-    "ToolkitError", "Workload", "__version__", "build_graph", "compile", "ipu21", "load_target", "target", "workloads",
+    "Compilation",
+    "FormatError",
+    "Graph",
+    "InfeasibleError",
+    "InvalidIRError",
+    "ModelError",
+    "OptionError",
+    "Options",
+    "Target",
+    "ToolkitError",
+    "Workload",
+    "__version__",
+    "build_graph",
+    "compile",
+    "ipu21",
+    "load_target",
+    "target",
+    "workloads",
 ]

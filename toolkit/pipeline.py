@@ -120,7 +120,7 @@ def resolve_graph(workload: str | Workload | Graph) -> Graph:
     raise ModelError(msg, field="workload", value=workload)
 
 
-def compile(  # noqa: A001 - the public verb
+def compile(
     workload: str | Workload | Graph,
     target: Target | None = None,
     options: Options | Mapping[str, Any] | None = None,

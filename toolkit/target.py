@@ -261,6 +261,19 @@ def _validate(t: Target) -> None:
         _fail("load_limit", t.load_limit, f"must lie in ({t.memory_start:#x}, {t.memory_end:#x}]")
     if t.first_packet_max_words > t.packet_max_words:
         _fail("first_packet_max_words", t.first_packet_max_words, f"exceeds packet_max_words={t.packet_max_words}")
+    _validate_elements(t)
+    if t.instruction_element_bytes % 16:
+        _fail("instruction_element_bytes", t.instruction_element_bytes, "must be a multiple of 16")
+    for rate in t.amp:
+        if rate.macs_per_cycle <= 0 or rate.block_rows <= 0 or rate.block_cols <= 0:
+            _fail("amp", rate, "AMP shapes and rates must be positive")
+    for name, size in t.kernel_code_bytes:
+        if size <= 0:
+            _fail("kernel_code_bytes", (name, size), "code sizes must be positive")
+
+
+def _validate_elements(t: Target) -> None:
+    """The element table covers memory exactly, without overlaps or gaps; code regions exist."""
     els = sorted(t.memory_elements, key=lambda e: e.offset)
     if not els:
         _fail("memory_elements", (), "the element table is empty")
@@ -280,11 +293,3 @@ def _validate(t: Target) -> None:
     for r in t.code_regions:
         if r not in regions:
             _fail("code_regions", t.code_regions, f"region {r} has no elements")
-    if t.instruction_element_bytes % 16:
-        _fail("instruction_element_bytes", t.instruction_element_bytes, "must be a multiple of 16")
-    for rate in t.amp:
-        if rate.macs_per_cycle <= 0 or rate.block_rows <= 0 or rate.block_cols <= 0:
-            _fail("amp", rate, "AMP shapes and rates must be positive")
-    for name, size in t.kernel_code_bytes:
-        if size <= 0:
-            _fail("kernel_code_bytes", (name, size), "code sizes must be positive")

@@ -125,7 +125,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
     fused_now = bool(graph.params.get("fused_qkv", False))
     has_attention = graph.params.get("kind") in ("attention", "encoder")
-    choices = [options.fused_qkv] if options.fused_qkv is not None else ([False, True] if has_attention else [fused_now])
+    searched = [False, True] if has_attention else [fused_now]
+    choices = searched if options.fused_qkv is None else [options.fused_qkv]
     out = {}
     for f in choices:
         if f == fused_now or not has_attention:

@@ -131,10 +131,10 @@ class Program:
         local = pieces["src_tile"] == pieces["dst_tile"]
         if local.any():
             idx = np.nonzero(local)[0]
+            rows, cols = pieces["r1"][idx] - pieces["r0"][idx], pieces["c1"][idx] - pieces["c0"][idx]
             cmd = self.commands.add(len(idx), phase=cphase, tile=pieces["dst_tile"][idx], op_id=-1, kernel="copy",
-                                    rows=pieces["r1"][idx] - pieces["r0"][idx], cols=pieces["c1"][idx] - pieces["c0"][idx],
-                                    inner=0, groups=pieces["g1"][idx] - pieces["g0"][idx], calls=1, launches=1,
-                                    est_cycles=copy_cycles(size[idx], self.target))
+                                    rows=rows, cols=cols, inner=0, groups=pieces["g1"][idx] - pieces["g0"][idx],
+                                    calls=1, launches=1, est_cycles=copy_cycles(size[idx], self.target))
             self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
             self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
             self.use(src_obj[idx], cphase)
@@ -194,7 +194,6 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
     layout_of: dict[int, Layout] = {}
     objs_of: dict[int, np.ndarray] = {}
     for op, plan in zip(ops, plans, strict=True):
-        block = op["block"]
         n_cells = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
         for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0
@@ -203,75 +202,13 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
                 layout_of[tensor] = need
                 slots = np.nonzero(need.tiles.ravel() >= 0)[0]
                 objs_of[tensor] = prog.new_objects(need, slots, tensor, "activation", 0)
-        w_objs = {}
-        for t, lay in plan.weights.items():
-            w = tensors[t]
-            cls = params.weight_class if plan.kernel.startswith("amp") and len(w["shape"]) == 2 else "standard"
-            rep = repeats.get(block, 1) if w["per_instance"] else 1
-            w_objs[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
+        w_objs = _weights(prog, op, plan)
+        routes = _routes(plan, layout_of, waves)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
-        routes = {}  # one route per non-identity need, split by wave below
-        for t, need in plan.needs.items():
-            tensor = t if t >= 0 else -t - 1
-            if not (need.same_as(layout_of[tensor]) and need.replicas == 1):
-                pieces = route(layout_of[tensor], need)
-                wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
-                valid = need.cells.ravel() >= 0
-                wave_of_slot[valid] = waves[need.cells.ravel()[valid]]
-                routes[t] = (pieces, wave_of_slot[pieces["dst_chunk"] * need.replicas + pieces["replica"]])
         for wave in np.unique(waves):
             cells = np.nonzero(waves == wave)[0]
-            operand_objs: dict[str, np.ndarray] = {}
-            pending = []
-            for i, (t, need) in enumerate(plan.needs.items()):
-                tensor = t if t >= 0 else -t - 1
-                slot = _slot_of_cell(need, n_cells)[cells]
-                if t not in routes:
-                    operand_objs[f"in{i}"] = objs_of[tensor][slot]
-                else:
-                    pieces, piece_wave = routes[t]
-                    sel = piece_wave == wave
-                    pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}))
-            xphase = -1
-            if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p in pending):
-                prog.phase("sync", plan, int(wave), block)
-                xphase = prog.phase("exchange", plan, int(wave), block)
-            cphase = prog.phase("compute", plan, int(wave), block)
-            for i, tensor, need, slot, pieces in pending:
-                first = xphase if xphase >= 0 else cphase
-                objs = prog.new_objects(need, slot, tensor, "activation", first,
-                                        name=f"{tensors[tensor]['name']}@{plan.name}")
-                prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase,
-                          pieces=pieces)
-                operand_objs[f"in{i}"] = objs
-            for t, slots in plan.weight_slots.items():
-                s = slots[cells]
-                operand_objs[f"w{t}"] = np.where(s >= 0, w_objs[t][np.maximum(s, 0)], -1)
-            out_tensor = op["output"]
-            target_layout = plan.partials if plan.partials is not None else plan.output
-            if plan.partials is not None:
-                pslot = _slot_of_cell(plan.partials, n_cells)[cells]
-                new_out = prog.new_objects(plan.partials, pslot, out_tensor, "activation", cphase, dtype_bytes=4,
-                                           name=f"{tensors[out_tensor]['name']}.partials")
-            elif op["kind"] == "add":  # residual add writes in place into the stream value (its first input)
-                new_out = operand_objs["in0"]
-            else:
-                new_out = prog.new_objects(target_layout, out_slot[cells], out_tensor, "activation", cphase)
-            cyc, calls, launches = cell_cycles(plan, target, params, cells)
-            sh = plan.cell_shape[cells]
-            cmd = prog.commands.add(len(cells), phase=cphase, tile=plan.cell_tiles[cells], op_id=plan.op_id,
-                                    kernel=plan.kernel, rows=sh[:, 0], cols=sh[:, 1], inner=sh[:, 2], groups=sh[:, 3],
-                                    calls=calls, launches=launches, est_cycles=cyc)
-            for role, objs in operand_objs.items():
-                ok = objs >= 0
-                prog.operands.add(int(ok.sum()), command_id=cmd[ok], object_id=objs[ok], role=role[:1], offset=0)
-                prog.use(objs[ok], cphase)
-            prog.operands.add(len(cells), command_id=cmd, object_id=new_out, role="out", offset=0)
-            prog.use(new_out, cphase)
-            out_cells = cells
-            if plan.partials is not None:
-                out_cells, new_out = _reduce(prog, plan, op, cells, new_out, int(wave), block)
+            out_cells, new_out = _wave(prog, op, plan, int(wave), cells, routes, layout_of, objs_of, w_objs)
             out_objs[out_slot[out_cells]] = new_out
         layout_of[op["output"]] = plan.output
         objs_of[op["output"]] = out_objs
@@ -280,6 +217,86 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
         if tensors[t]["role"] == "output":
             prog.use(objs[objs >= 0], prog.final_phase)
     return prog
+
+
+def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
+    """Resident weight objects of one op (repeat instances stored as one iterated object)."""
+    out = {}
+    for t, lay in plan.weights.items():
+        w = prog.tensors[t]
+        cls = prog.params.weight_class if plan.kernel.startswith("amp") and len(w["shape"]) == 2 else "standard"
+        rep = prog.instances.get(op["block"], 1) if w["per_instance"] else 1
+        out[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
+    return out
+
+
+def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray) -> dict:
+    """One route per operand need that is not read in place, with the wave of every piece."""
+    routes = {}
+    for t, need in plan.needs.items():
+        tensor = t if t >= 0 else -t - 1
+        if need.same_as(layout_of[tensor]) and need.replicas == 1:
+            continue
+        pieces = route(layout_of[tensor], need)
+        wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
+        valid = need.cells.ravel() >= 0
+        wave_of_slot[valid] = waves[need.cells.ravel()[valid]]
+        routes[t] = (pieces, wave_of_slot[pieces["dst_chunk"] * need.replicas + pieces["replica"]])
+    return routes
+
+
+def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, routes: dict,
+          layout_of: dict, objs_of: dict, w_objs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One wave of one op: [sync, exchange,] compute (and a reduce for inner splits)."""
+    tensors, block, n_cells = prog.tensors, op["block"], len(plan.cell_tiles)
+    operand_objs: dict[str, np.ndarray] = {}
+    pending = []
+    for i, (t, need) in enumerate(plan.needs.items()):
+        tensor = t if t >= 0 else -t - 1
+        slot = _slot_of_cell(need, n_cells)[cells]
+        if t not in routes:
+            operand_objs[f"in{i}"] = objs_of[tensor][slot]
+        else:
+            pieces, piece_wave = routes[t]
+            sel = piece_wave == wave
+            pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}))
+    xphase = -1
+    if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p in pending):
+        prog.phase("sync", plan, wave, block)
+        xphase = prog.phase("exchange", plan, wave, block)
+    cphase = prog.phase("compute", plan, wave, block)
+    for i, tensor, need, slot, pieces in pending:
+        first = xphase if xphase >= 0 else cphase
+        objs = prog.new_objects(need, slot, tensor, "activation", first, name=f"{tensors[tensor]['name']}@{plan.name}")
+        prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase, pieces=pieces)
+        operand_objs[f"in{i}"] = objs
+    for t, slots in plan.weight_slots.items():
+        s = slots[cells]
+        operand_objs[f"w{t}"] = np.where(s >= 0, w_objs[t][np.maximum(s, 0)], -1)
+    out_tensor = op["output"]
+    if plan.partials is not None:
+        pslot = _slot_of_cell(plan.partials, n_cells)[cells]
+        new_out = prog.new_objects(plan.partials, pslot, out_tensor, "activation", cphase, dtype_bytes=4,
+                                   name=f"{tensors[out_tensor]['name']}.partials")
+    elif op["kind"] == "add":  # residual add writes in place into the stream value (its first input)
+        new_out = operand_objs["in0"]
+    else:
+        new_out = prog.new_objects(plan.output, _slot_of_cell(plan.output, n_cells)[cells], out_tensor,
+                                   "activation", cphase)
+    cyc, calls, launches = cell_cycles(plan, prog.target, prog.params, cells)
+    sh = plan.cell_shape[cells]
+    cmd = prog.commands.add(len(cells), phase=cphase, tile=plan.cell_tiles[cells], op_id=plan.op_id,
+                            kernel=plan.kernel, rows=sh[:, 0], cols=sh[:, 1], inner=sh[:, 2], groups=sh[:, 3],
+                            calls=calls, launches=launches, est_cycles=cyc)
+    for role, objs in operand_objs.items():
+        ok = objs >= 0
+        prog.operands.add(int(ok.sum()), command_id=cmd[ok], object_id=objs[ok], role=role[:1], offset=0)
+        prog.use(objs[ok], cphase)
+    prog.operands.add(len(cells), command_id=cmd, object_id=new_out, role="out", offset=0)
+    prog.use(new_out, cphase)
+    if plan.partials is not None:
+        return _reduce(prog, plan, op, cells, new_out, wave, block)
+    return cells, new_out
 
 
 def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_objs: np.ndarray, wave: int,
