@@ -36,7 +36,7 @@ import polars as pl
 from toolkit.errors import ModelError
 from toolkit.placement import _tiles as T
 from toolkit.placement.arena import _search, _sections
-from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty, frame
+from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
 from toolkit.target import Target
 
 ACCESS = ("data", "executable")
@@ -72,7 +72,7 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     """Place every object of every tile in one joint pass per distinct tile."""
     t0 = time.perf_counter()
     options = options or PlacementOptions()
-    objects = check_objects(objects, target).sort("tile", "object_id")
+    objects = _sorted(check_objects(objects, target))
     geo = _Geometry(target)
     tile = objects["tile"].to_numpy()
     starts = np.concatenate([[0], np.flatnonzero(np.diff(tile)) + 1])
@@ -93,35 +93,73 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     gather = rep_start[np.repeat(sig, counts)] + local
     cols = {k: v[gather] for k, v in rep_cols.items()}
     keep = cols["address"] >= 0
-    placement = frame({"object_id": objects["object_id"].to_numpy()[keep], "tile": tile[keep],
-                       **{k: v[keep] for k, v in cols.items()}}, PLACEMENT_SCHEMA, what="placement")
-    tiles_of_rep = {int(s): tile[starts[sig == s]] for s in np.flatnonzero(np.bincount(sig) > 0)}
+    if keep.all():
+        placement = _typed({"object_id": objects["object_id"].to_numpy(), "tile": tile, **cols}, PLACEMENT_SCHEMA)
+    else:
+        placement = _typed({"object_id": objects["object_id"].to_numpy()[keep], "tile": tile[keep],
+                            **{k: v[keep] for k, v in cols.items()}}, PLACEMENT_SCHEMA)
+    tile_ids = tile[starts]
     sig_of_rep = sig[reps]
+    rep_index = np.zeros(int(sig.max()) + 1, np.int64)
+    rep_index[sig_of_rep] = np.arange(len(reps))
+    rep_of_tile = rep_index[sig]                            # per tile (in tile order): its representative
+    tiles_of_rep = {int(s): tile_ids[sig == s] for s in sig_of_rep}
     failures = _failures(req, sig_of_rep, tile_ok, proven, tiles_of_rep, geo)
-    occupancy = _occupancy(req, res, sig_of_rep, tiles_of_rep, geo) if options.occupancy else empty(OCCUPANCY_SCHEMA)
+    occupancy = (_occupancy(req, res, rep_of_tile, tile_ids, geo) if options.occupancy
+                 else empty(OCCUPANCY_SCHEMA))
     return Placement(placement=placement, occupancy=occupancy, failures=failures,
                      distinct_tiles=len(reps), seconds=time.perf_counter() - t0)
 
 
+def _sorted(objects: pl.DataFrame) -> pl.DataFrame:
+    """Objects by (tile, object_id); free when they already are."""
+    tile = objects["tile"].to_numpy()
+    oid = objects["object_id"].to_numpy()
+    dt = np.diff(tile)
+    if (dt >= 0).all() and ((dt > 0) | (np.diff(oid) > 0)).all():
+        return objects
+    return objects.sort("tile", "object_id")
+
+
 def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """A signature id per tile: equal when the tiles' objects are equal but for ids and names."""
-    cols = [
-        pl.col("kind") == "support", "size_bytes", "align", "first", "last", "access", "class", "regions",
-        "repeat_count", pl.col("separate_from").list.len().fill_null(0) > 0, "auxiliary",
-    ]
-    extra = []
+    """A signature id per tile: equal when the tiles' objects are equal but for ids and names.
+
+    Objects are compared by everything that decides placement, references (alias
+    roots, groups) by their position in the tile; rows are mixed into a 128-bit
+    per-tile key with numpy.
+    """
+    flags = obj.select(
+        (pl.col("kind") == "support").alias("support"), (pl.col("access") == "executable").alias("exec"),
+        (pl.col("class") == "interleaved").alias("inter"), pl.col("auxiliary").fill_null(False),
+        (pl.col("separate_from").list.len().fill_null(0) > 0).alias("excl"),
+        pl.col("regions").list.len().alias("nreg"),
+        pl.col("regions").list.get(0, null_on_oob=True).fill_null(-1).alias("r0"),
+        pl.col("regions").list.get(1, null_on_oob=True).fill_null(-1).alias("r1"),
+        pl.col("regions").list.get(2, null_on_oob=True).fill_null(-1).alias("r2"),
+        pl.col("repeat_count").fill_null(1),
+    )
+    bits = np.zeros(len(local), np.int64)
+    for k, c in enumerate(("support", "exec", "inter", "auxiliary", "excl")):
+        bits |= flags[c].to_numpy().astype(np.int64) << k
+    fields = [bits, flags["nreg"].to_numpy(), flags["r0"].to_numpy(), flags["r1"].to_numpy(), flags["r2"].to_numpy(),
+              flags["repeat_count"].to_numpy(), *(obj[c].to_numpy() for c in ("size_bytes", "align", "first", "last"))]
     if obj["alias_of"].is_not_null().any():
-        extra.append(pl.col("alias_of").replace_strict(obj["object_id"], pl.Series(local), default=None)
-                     .alias("alias_local"))
+        alias = obj.select(pl.col("alias_of").replace_strict(obj["object_id"], pl.Series(local), default=None))
+        fields.append(alias.to_series().fill_null(-1).to_numpy())
     if obj["group"].is_not_null().any():
-        extra.append(pl.when(pl.col("group").is_not_null())
-                     .then(pl.lit(pl.Series(local)).min().over("tile", "group")).alias("group_local"))
-    h = obj.with_columns(extra).select(pl.struct([*cols, *[e.meta.output_name() for e in extra]]).hash())
-    h = h.to_series().to_numpy().astype(np.uint64)
+        grp = obj.select(pl.when(pl.col("group").is_not_null())
+                         .then(pl.lit(pl.Series(local)).min().over("tile", "group")).fill_null(-1))
+        fields.append(grp.to_series().to_numpy())
     with np.errstate(over="ignore"):
+        h = np.full(len(local), 0x243F6A8885A308D3, np.uint64)
+        for f in fields:
+            h = (h ^ f.astype(np.int64).astype(np.uint64)) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(29)
         k = local.astype(np.uint64)
         a = (h ^ (k * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
         b = (h + k * np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)
+        a ^= a >> np.uint64(31)
+        b ^= b >> np.uint64(27)
         key = np.stack([np.add.reduceat(a, starts), np.bitwise_xor.reduceat(b, starts), counts.astype(np.uint64)], 1)
     return np.unique(key, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
@@ -138,26 +176,37 @@ def check_objects(objects: pl.DataFrame, target: Target) -> pl.DataFrame:
     else:
         objects = objects.select(list(OBJECTS_SCHEMA))
     regions = sorted(int(r) for r in target.regions()["region"])
-    rules = [(pl.col(c).is_null(), c, "is missing")
+    listed = objects["regions"].explode()
+    # (cheap whole-column flag, per-row predicate to find the offending row, field, why)
+    rules = [(pl.col(c).is_null().any(), pl.col(c).is_null(), c, "is missing")
              for c in ("object_id", "tile", "size_bytes", "align", "first", "last", "access", "class", "regions")]
     rules += [
-        (pl.col("object_id").is_duplicated() & (pl.col("object_id").n_unique() < pl.len()), "object_id",
+        (pl.col("object_id").n_unique() < pl.len(), pl.col("object_id").is_duplicated(), "object_id",
          "is not unique"),
-        (pl.col("size_bytes") < 0, "size_bytes", "is negative"),
-        ((pl.col("align") <= 0) | ((pl.col("align") & (pl.col("align") - 1)) != 0), "align",
+        ((pl.col("size_bytes") < 0).any(), pl.col("size_bytes") < 0, "size_bytes", "is negative"),
+        (None, (pl.col("align") <= 0) | ((pl.col("align") & (pl.col("align") - 1)) != 0), "align",
          "must be a positive power of two"),
-        (pl.col("last") < pl.col("first"), "last", "is before first (lifetimes are [first, last] inclusive)"),
-        (~pl.col("access").is_in(ACCESS), "access", f"must be one of {ACCESS}"),
-        (~pl.col("class").is_in(CLASSES), "class", f"must be one of {CLASSES}"),
-        (pl.col("repeat_count").fill_null(1) < 1, "repeat_count", "must be >= 1"),
-        (pl.col("regions").list.len() == 0, "regions", "is empty; list the allowed regions in preference order"),
-        ((pl.col("regions").list.min() < min(regions)) | (pl.col("regions").list.max() > max(regions)), "regions",
+        ((pl.col("last") < pl.col("first")).any(), pl.col("last") < pl.col("first"), "last",
+         "is before first (lifetimes are [first, last] inclusive)"),
+        (pl.lit(bool(set(objects["access"].unique().drop_nulls()) - set(ACCESS))), ~pl.col("access").is_in(ACCESS),
+         "access", f"must be one of {ACCESS}"),
+        (pl.lit(bool(set(objects["class"].unique().drop_nulls()) - set(CLASSES))), ~pl.col("class").is_in(CLASSES),
+         "class", f"must be one of {CLASSES}"),
+        ((pl.col("repeat_count") < 1).any(), pl.col("repeat_count") < 1, "repeat_count", "must be >= 1"),
+        ((pl.col("regions").list.len() == 0).any(), pl.col("regions").list.len() == 0, "regions",
+         "is empty; list the allowed regions in preference order"),
+        (pl.lit(bool(listed.len() and ((listed.min() or 0) < min(regions) or (listed.max() or 0) > max(regions)))),
+         (pl.col("regions").list.min() < min(regions)) | (pl.col("regions").list.max() > max(regions)), "regions",
          f"names a region the target does not have (regions {regions})"),
-        (pl.col("alias_of").is_not_null() & pl.col("group").is_not_null(), "group",
+        ((pl.col("alias_of").is_not_null() & pl.col("group").is_not_null()).any(),
+         pl.col("alias_of").is_not_null() & pl.col("group").is_not_null(), "group",
          "is set on an alias; group the alias root instead"),
     ]
-    flags = objects.select([e.fill_null(False).any().alias(str(k)) for k, (e, _, _) in enumerate(rules)]).row(0)
-    for hit, (expr, field, why) in zip(flags, rules, strict=True):
+    align = objects["align"].to_numpy()
+    align_bad = bool(((align <= 0) | ((align & (align - 1)) != 0)).any())
+    flags = objects.select([(f if f is not None else pl.lit(align_bad)).fill_null(False).alias(str(k))
+                            for k, (f, _, _, _) in enumerate(rules)]).row(0)
+    for hit, (_, expr, field, why) in zip(flags, rules, strict=True):
         if hit:
             row = objects.filter(expr.fill_null(False)).row(0, named=True)
             msg = f"object {row['object_id']} ({row['name']!r}, tile {row['tile']}): {field}={row[field]!r} {why}"
@@ -381,24 +430,27 @@ def _expand(req: pl.DataFrame, members: pl.DataFrame, geo: _Geometry) -> dict[st
             "first_element": first_el, "last_element": last_el}
 
 
-def _occupancy(req: pl.DataFrame, res: dict[str, np.ndarray], sig_of_rep: np.ndarray,
-               tiles_of_rep: dict[int, np.ndarray], geo: _Geometry) -> pl.DataFrame:
-    """Occupancy of each representative tile, repeated for every tile of its signature."""
+def _typed(columns: dict[str, np.ndarray], schema) -> pl.DataFrame:
+    """A frame straight from numpy columns already in (or cast to) the schema's dtypes."""
+    np_types = {pl.Int32: np.int32, pl.Int64: np.int64}
+    return pl.DataFrame({c: np.asarray(columns[c]).astype(np_types[t], copy=False) for c, t in schema.items()})
+
+
+def _occupancy(req: pl.DataFrame, res: dict[str, np.ndarray], rep_of_tile: np.ndarray, tile_ids: np.ndarray,
+               geo: _Geometry) -> pl.DataFrame:
+    """Occupancy of each representative tile, repeated for every tile of its signature (tile order)."""
     a = _arrays(req)
     t_idx, out = T.occupancy(a["ptr"], a["first"], a["last"], res["address"], res["extent"],
                              req["interleaved"].to_numpy(), res["region"], geo.target.memory_start,
                              geo.target.load_limit)
-    bounds = np.searchsorted(t_idx, np.arange(len(sig_of_rep) + 1))
-    rows, tiles = [], []
-    for r, s in enumerate(sig_of_rep):
-        ts = tiles_of_rep[int(s)]
-        span = np.arange(bounds[r], bounds[r + 1])
-        rows.append(np.tile(span, len(ts)))
-        tiles.append(np.repeat(ts, len(span)))
-    idx = np.concatenate(rows)
-    cols = dict(zip(["event", "live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes",
-                     "region1_bytes", "free_bytes", "largest_free_bytes"], out[idx].T, strict=True))
-    return frame({"tile": np.concatenate(tiles), **cols}, OCCUPANCY_SCHEMA, what="occupancy").sort("tile", "event")
+    bounds = np.searchsorted(t_idx, np.arange(len(a["ptr"])))
+    length = np.diff(bounds)[rep_of_tile]
+    idx = np.repeat(bounds[:-1][rep_of_tile] - np.concatenate([[0], np.cumsum(length)[:-1]]), length)
+    idx += np.arange(len(idx))
+    names = ["event", "live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes", "region1_bytes",
+             "free_bytes", "largest_free_bytes"]
+    cols = {n: out[idx, k] for k, n in enumerate(names)}
+    return _typed({"tile": np.repeat(tile_ids, length), **cols}, OCCUPANCY_SCHEMA)
 
 
 def _failures(req: pl.DataFrame, sig_of_rep: np.ndarray, ok: np.ndarray, proven: np.ndarray,
