@@ -107,7 +107,7 @@ def _weight_kinds(graph: Graph) -> dict[int, str]:
 
 
 # -- the reference forward pass ------------------------------------------------
-def reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]:
+def run_reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]:
     """Every tensor of every instance, ``(tensor_id, instance) -> float32 [G, R, C]``.
 
     Inputs and weights appear under their instance too (a carried input under

@@ -1,0 +1,70 @@
+"""Functional check on the hardware-tested workloads: max abs error beside the seeds' hardware figures.
+
+Run: ``python -m benchmarks.bench_check [--workloads a,b] [--seed 0]``. For each
+workload: compile (default options), then ``toolkit.check.check`` with F143
+scale -4; records the check's max abs error, pass/fail, wall and CPU seconds,
+and the hardware figure from the seeds (``ipu-stack`` runs on a C600 with the
+same F143 scale and Gaussian data, not the same random numbers, so the figures
+are comparable in magnitude only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import toolkit
+from benchmarks._results import write_section
+from toolkit.check import check
+
+HARDWARE = {
+    "mlp-small-repeat": 0.015625,
+    "mlp-single-b1": 0.006378,
+    "attention-b1": 0.000056,
+    "attention-fused-b1": 0.000054,
+    "mlp-b2-n3": 0.015625,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workloads", default=",".join(HARDWARE))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args()
+    rows = []
+    for name in args.workloads.split(","):
+        t0 = time.perf_counter()
+        c = toolkit.compile(name)
+        compile_s = time.perf_counter() - t0
+        cpu0 = time.process_time()
+        r = check(c, seed=args.seed)
+        cpu = time.process_time() - cpu0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        out = r.outputs.row(0, named=True)
+        hw = HARDWARE.get(name)
+        rows.append(f"| {name} | {'pass' if r.passed else 'FAIL'} | {r.max_abs_error:.6f} | "
+                    f"{hw if hw is not None else '-'} | {out['max_abs_expected']:.3f} | {out['tolerance']:.4f} | "
+                    f"{r.operands.height} | {int(c.tiles.per_tile.height)} | {r.wall_seconds:.1f} | {cpu:.1f} | "
+                    f"{compile_s:.1f} | {rss:.1f} |")
+        print(rows[-1], flush=True)
+        if not r.passed:
+            print(r.message, flush=True)
+    body = (
+        f"`toolkit.check.check(compile(w), seed={args.seed})`: F143 scale -4 weights (fan-in Gaussian), "
+        "Gaussian FP16 input, "
+        "program executed on the placed SRAM image (exchanges through the staging windows), compared with a "
+        "float64 reference. Hardware = the seeds' `ipu-stack` hardware check on the same workload (same F143 "
+        "scale, different random data). Tolerance = 2^-7 x max|expected|. Wall and CPU seconds are the check "
+        "alone (machine shared with other jobs: wall > CPU under load); peak RSS is of the whole process.\n\n"
+        "| workload | verdict | max abs error | hardware max abs error | max abs expected | tolerance | "
+        "operand checks | tiles | check wall s | check CPU s | compile s | peak RSS GB |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    ) + "\n".join(rows)
+    if not args.no_write:
+        write_section("check", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""The functional check: compiled programs run on placed SRAM and match the float64 reference."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toolkit
+from toolkit.check import OPERANDS_CHECK_SCHEMA, OUTPUTS_SCHEMA, WORST_SCHEMA, CheckResult, check
+from toolkit.check import kernels as K
+from toolkit.check import reference as R
+from toolkit.errors import InfeasibleError, InvalidIRError, OptionError
+from toolkit.graph import attention_block
+from toolkit.numerics import decode_f143, encode_f143
+
+
+@pytest.fixture(scope="module")
+def small() -> toolkit.Compilation:
+    return toolkit.compile("mlp-small-repeat")
+
+
+@pytest.fixture(scope="module")
+def small_result(small) -> CheckResult:
+    return check(small)
+
+
+def _tiny(fused: bool) -> toolkit.Compilation:
+    g = attention_block(tokens=8, width=32, heads=2, fused_qkv=fused)
+    return toolkit.compile(g, options={"tiles": 16, "fused_qkv": fused})
+
+
+@pytest.fixture(scope="module")
+def tiny() -> toolkit.Compilation:
+    return _tiny(False)
+
+
+# -- passing programs ---------------------------------------------------------------
+def test_mlp_small_repeat_passes(small, small_result) -> None:
+    r = small_result
+    assert r.passed, r.message
+    assert 0 < r.max_abs_error < 0.02
+    assert r.max_rel_error == pytest.approx(r.max_abs_error / r.outputs["max_abs_expected"][0])
+    assert r.outputs.schema == pl.Schema(OUTPUTS_SCHEMA)
+    assert r.outputs["tensor"].to_list() == ["mlp.residual.out"]
+    assert r.outputs["elements"][0] == 129 * 128
+    assert r.message.startswith("check passed")
+    # every op of every instance was checked, operands and result
+    ops = r.operands
+    assert ops.schema == pl.Schema(OPERANDS_CHECK_SCHEMA)
+    assert ops.select("op", "instance").unique().height == small.graph.ops.height * 3
+    assert set(ops["operand"]) == {"input0", "input1", "weight1", "weight2", "output"}
+    assert ops["mismatches"].sum() == 0
+
+
+def test_worst_elements_point_into_their_objects(small, small_result) -> None:
+    w = small_result.worst
+    assert w.schema == pl.Schema(WORST_SCHEMA)
+    assert w.height == 20
+    assert (w["abs_error"].diff().drop_nulls() <= 0).all()
+    assert w["abs_error"][0] == pytest.approx(small_result.max_abs_error)
+    placed = w.join(small.placement.placement, on="object_id").join(
+        small.schedule.objects.select("object_id", "size_bytes"), on="object_id")
+    assert (placed["tile"] == placed["tile_right"]).all()
+    assert ((placed["address"] >= placed["address_right"])
+            & (placed["address"] < placed["address_right"] + placed["size_bytes"])).all()
+    assert ((w["got"] - w["expected"]).abs() - w["abs_error"]).abs().max() < 1e-6
+
+
+def test_tiny_attention_separate_and_fused() -> None:
+    for fused in (False, True):
+        r = check(_tiny(fused))
+        assert r.passed, r.message
+        assert r.max_abs_error < 0.01
+        assert {"attn.scores", "attn.softmax", "attn.values"} <= set(r.operands["op"])
+
+
+def test_seeds_change_data_not_verdict(tiny) -> None:
+    a, b = check(tiny, seed=1), check(tiny, seed=2)
+    assert a.passed and b.passed
+    assert a.max_abs_error != b.max_abs_error
+    assert check(tiny, seed=1).max_abs_error == a.max_abs_error  # deterministic
+
+
+def test_fp16_partials_are_coarser_but_pass(small) -> None:
+    f32 = check(small, partials="f32")
+    f16 = check(small, partials="f16")
+    assert f32.passed and f16.passed
+    assert f16.max_abs_error >= f32.max_abs_error * 0.5
+
+
+@pytest.mark.slow
+def test_mlp_single_b1_passes() -> None:
+    r = check(toolkit.compile("mlp-single-b1"))
+    assert r.passed, r.message
+    assert r.max_abs_error < 0.02
+
+
+# -- corruption is caught and located -----------------------------------------------
+def _moved_onto(c: toolkit.Compilation, mover: str, victim: str) -> tuple[toolkit.Compilation, int]:
+    """Place one object of tensor ``mover`` at the address of a live object of ``victim`` on the same tile."""
+    objs = c.schedule.objects.filter(pl.col("kind") == "activation")
+    v = objs.filter(pl.col("name") == victim).row(0, named=True)
+    m = objs.filter((pl.col("name") == mover) & (pl.col("tile") == v["tile"])).row(0, named=True)
+    pl_ = c.placement.placement
+    addr = pl_.filter(pl.col("object_id") == v["object_id"])["address"][0]
+    moved = pl_.with_columns(pl.when(pl.col("object_id") == m["object_id"]).then(addr)
+                             .otherwise(pl.col("address")).alias("address"))
+    return dataclasses.replace(c, placement=dataclasses.replace(c.placement, placement=moved)), v["tile"]
+
+
+def test_object_moved_onto_a_live_object_fails_naming_tensor_and_tile(small) -> None:
+    # LayerNorm's output lands on the block input x, which the residual add reads later
+    bad, tile = _moved_onto(small, "mlp.ln.out", "x")
+    r = check(bad)
+    assert not r.passed
+    assert r.message.startswith("check failed")
+    assert f"tile {tile}" in r.message
+    assert "'x'" in r.message and "'mlp.residual'" in r.message
+    first = r.operands.filter(pl.col("mismatches") > 0).row(0, named=True)
+    assert (first["tensor"], first["worst_tile"], first["instance"]) == ("x", tile, 0)
+    with pytest.raises(InvalidIRError, match=rf"tensor 'x'.*tile {tile}"):
+        r.raise_for_failure()
+
+
+def test_dropped_transfer_fails_naming_tensor_and_tile(small) -> None:
+    t = small.schedule.transfers
+    gone = t.filter(pl.col("phase") == t["phase"].min()).row(0, named=True)
+    kept = t.filter(~((pl.col("transfer_id") == gone["transfer_id"]) & (pl.col("destination") == gone["destination"])))
+    bad = dataclasses.replace(small, schedule=dataclasses.replace(small.schedule, transfers=kept))
+    r = check(bad)
+    assert not r.passed
+    tensor = small.graph.tensors.filter(pl.col("tensor_id") == gone["tensor_id"])["name"][0]
+    assert f"tensor {tensor!r}" in r.message
+    assert f"tile {gone['destination']}" in r.message
+    assert r.max_abs_error == np.inf  # never-written bytes read as NaN
+
+
+def test_dropped_copy_fails(small) -> None:
+    ops = small.schedule.operands
+    copies = small.schedule.commands.filter(pl.col("kernel") == "copy")
+    cid = copies["command_id"][0]
+    bad = dataclasses.replace(small, schedule=dataclasses.replace(
+        small.schedule, commands=small.schedule.commands.filter(pl.col("command_id") != cid),
+        operands=ops.filter(pl.col("command_id") != cid)))
+    r = check(bad)
+    assert not r.passed
+    assert f"tile {copies['tile'][0]}" in r.message
+
+
+# -- data, numerics and the reference ---------------------------------------------------
+def test_weights_are_f143_codes_with_scale(small) -> None:
+    data = R.make_data(small.graph, 0, -4)
+    t = small.graph.tensors
+    fc1 = t.filter(pl.col("name") == "mlp.fc1.weight")["tensor_id"][0]
+    codes = data.raw[fc1]
+    assert codes.dtype == np.uint8 and codes.shape == (3, 1, 128, 256)  # one per repeat instance
+    np.testing.assert_array_equal(decode_f143(codes, -4, dtype=np.float64), data.values[fc1])
+    np.testing.assert_array_equal(encode_f143(data.values[fc1], -4), codes)
+    assert 0x80 not in codes
+    assert 0.5 / np.sqrt(128) < data.values[fc1].std() < 2 / np.sqrt(128)
+    gamma = t.filter(pl.col("name") == "mlp.ln.gamma")["tensor_id"][0]
+    assert data.raw[gamma].dtype == np.float16
+    x = t.filter(pl.col("role") == "input")["tensor_id"][0]
+    assert data.raw[x].shape == (1, 1, 129, 128)
+
+
+def test_kernel_rules_match_the_reference_ops() -> None:
+    rng = np.random.default_rng(3)
+    ctx = K.KernelContext(head_dim=4, partials="f32")
+    x = rng.standard_normal((2, 1, 5, 8)).astype(np.float32)
+    gamma, beta = rng.standard_normal((2, 1, 1, 8)).astype(np.float32), rng.standard_normal((2, 1, 1, 8))
+    beta = beta.astype(np.float32)
+    np.testing.assert_allclose(K.layernorm([x], [gamma, beta], ctx),
+                               R.layernorm(x.astype(np.float64), gamma, beta), atol=1e-5)
+    np.testing.assert_allclose(K.gelu([x], [], ctx), R.gelu(x.astype(np.float64)), atol=1e-6)
+    np.testing.assert_allclose(K.softmax([x], [], ctx), R.softmax(x.astype(np.float64), 0.5), atol=1e-6)
+    np.testing.assert_allclose(K.softmax([x], [], ctx).sum(-1), 1.0, atol=1e-6)
+    w = rng.standard_normal((2, 1, 8, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 1, 1, 3)).astype(np.float32)
+    np.testing.assert_allclose(K.RULES["linear_f16"]([x], [w, b], ctx), x @ w + b, atol=1e-5)
+    parts = rng.standard_normal((2, 4, 5, 3)).astype(np.float32)
+    np.testing.assert_allclose(K.reduce([parts], [], ctx)[:, 0], parts.sum(1), atol=1e-5)
+
+
+def test_fp16_partials_round_per_amp_block() -> None:
+    a = np.full((1, 1, 1, 32), 1.0, dtype=np.float32)
+    w = np.full((1, 1, 32, 1), 2.0**-11, dtype=np.float32)
+    w[0, 0, 0, 0] = 2048.0
+    exact = K.RULES["linear_f16"]([a], [w], K.KernelContext(head_dim=1, partials="f32"))
+    coarse = K.RULES["linear_f16"]([a], [w], K.KernelContext(head_dim=1, partials="f16"))
+    assert exact[0, 0, 0, 0] > 2048.0 and coarse[0, 0, 0, 0] == 2048.0
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 2**31))
+def test_any_seed_passes_on_tiny_attention(tiny, seed: int) -> None:
+    r = check(tiny, seed=seed)
+    assert r.passed, r.message
+
+
+# -- bad input ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    ({"seed": -1}, r"seed=-1 must be a non-negative integer"),
+    ({"seed": 1.5}, r"seed=1.5 must be a non-negative integer"),
+    ({"scale": 40}, r"scale=40 must be an integer FP8 scale in -32..31"),
+    ({"partials": "f64"}, r"partials='f64' is not a partials type; use None \(as planned\), 'f32' or 'f16'"),
+    ({"tolerance": 2.0}, r"tolerance=2.0 must be a number in \(0, 1\)"),
+])
+def test_bad_options(tiny, kwargs: dict, pattern: str) -> None:
+    with pytest.raises(OptionError, match=pattern):
+        check(tiny, **kwargs)
+
+
+def test_unplaced_objects_cannot_be_checked(tiny) -> None:
+    p = tiny.placement.placement
+    bad = dataclasses.replace(tiny, placement=dataclasses.replace(tiny.placement, placement=p.slice(1)))
+    with pytest.raises(InfeasibleError, match=r"cannot check: 1 memory objects are not placed \(tiles \[\d+\]"):
+        check(bad)
