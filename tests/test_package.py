@@ -94,28 +94,42 @@ def test_a_kernel_without_a_code_size_is_named(repeat2):
         packaged(repeat2, t)
 
 
-def test_supervisor_code_follows_the_per_step_model(repeat2):
+def test_supervisor_code_and_run_table_follow_the_per_step_model(repeat2):
     c, m = repeat2, PackageModel()
     pkg = packaged(c, model=m)
     tile = int(c.tiles.steps["tile"][0])
     steps = c.tiles.steps.filter(pl.col("tile") == tile)
-    cmds = c.schedule.commands.filter(pl.col("tile") == tile)
-    nops = c.schedule.operands.group_by("command_id").len()
-    expected = 0
+    cmds = c.schedule.commands.filter(pl.col("tile") == tile).sort("command_id")
+    nops = dict(c.schedule.operands.group_by("command_id").len().iter_rows())
+    bodies, entries = {}, 0
     for s in steps.iter_rows(named=True):  # a hand computation for one tile
-        expected += m.step_bytes
+        size, slots = m.step_bytes, 0
         if s["kind"] == "compute":
+            key = []
             for cmd in cmds.filter(pl.col("phase") == s["phase"]).iter_rows(named=True):
-                n = nops.filter(pl.col("command_id") == cmd["command_id"])["len"].item()
-                expected += m.call_bytes + m.operand_bytes * (n if n <= c.target.register_operands else 1)
+                n = nops[cmd["command_id"]]
+                loaded = n if n <= c.target.register_operands else 1
+                size += m.call_bytes + m.operand_bytes * loaded
+                slots += loaded
+                key.append((cmd["kernel"], cmd["rows"], cmd["cols"], cmd["inner"], cmd["groups"], cmd["calls"], n))
+            key = ("compute", tuple(key))
         elif s["kind"] == "exchange":
             rows = c.exchange.rows.filter((pl.col("tile") == tile) & (pl.col("phase") == s["phase"])).height
-            expected += m.exchange_call_bytes + m.row_ref_bytes * rows
+            size += m.exchange_call_bytes + m.row_ref_bytes * rows
+            slots = rows
+            key = ("exchange", rows)
         else:
-            expected += m.sync_bytes
-    expected = -(-expected // m.code_align) * m.code_align
-    got = pkg.objects.filter((pl.col("tile") == tile) & (pl.col("name") == "supervisor"))["size_bytes"].item()
-    assert got == expected
+            size += m.sync_bytes
+            key = ("sync",)
+        bodies[key] = size
+        entries += m.run_entry_bytes + m.argument_slot_bytes * slots
+    expected = -(-sum(bodies.values()) // m.code_align) * m.code_align
+    obj = pkg.objects.filter(pl.col("tile") == tile)
+    assert obj.filter(pl.col("name") == "supervisor")["size_bytes"].item() == expected
+    assert len(bodies) < steps.height  # equal bodies share code
+    loops = 1 if c.schedule.repeats.height else 0
+    run = m.run_header_bytes + entries + m.run_entry_bytes * loops
+    assert obj.filter(pl.col("name") == "run_table")["size_bytes"].item() == run
 
 
 def test_plan_rows_are_stored_once_per_tile(single):

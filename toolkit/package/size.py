@@ -17,12 +17,12 @@ object (``name``)     ``kind``           access      size
 ``kernel:<symbol>``   code               executable  per kernel symbol used on the tile:
                                                      ``target.kernel_code_bytes``, then
                                                      :data:`DEFAULT_KERNEL_CODE_BYTES`
-``supervisor``        code               executable  the per-step size model below
+``supervisor``        code               executable  distinct step bodies (size model below)
 ``support.stacks``    support            data        ``model.stack_bytes`` x (workers + supervisors)
 ``exchange_rows``     exchange_rows      data        distinct row digests on the tile x
                                                      ``plan_row_words`` x ``word_bytes``
-``run_table``         run_table          data        header + one entry per step + one loop entry
-                                                     per repeated block the tile takes part in
+``run_table``         run_table          data        header + one entry (with its address slots)
+                                                     per step + one loop entry per repeated block
 ``host_state``        host_state         data        ``model.host_state_bytes``
 ``relocations``       relocations        data        one record per (instance, relocated object)
 ``args:<command>``    argument_record    data        header + one slot per operand, for a command
@@ -34,23 +34,30 @@ The executable objects of a tile form one contiguity group (support code
 first), so they pack into as few 16 KiB instruction elements as possible; the
 group contains a ``support`` object, so placement reserves it first.
 
-Supervisor code size model (bytes, :class:`PackageModel` fields), summed over
-the tile's sparse steps (``tiles.steps``):
+Supervisor code size model (bytes, :class:`PackageModel` fields). Each step
+of the tile's sparse stream (``tiles.steps``) has a body:
 
-- every step: ``step_bytes`` (dispatch from the run table);
-- compute step: per command ``call_bytes`` + ``operand_bytes`` per register
+- every body: ``step_bytes`` (dispatch from the run table);
+- compute: per command ``call_bytes`` + ``operand_bytes`` per register
   loaded; a command with ``n`` operands loads ``n`` registers when
   ``n <= register_operands``, else one (the pointer to its argument record);
-- exchange step: ``exchange_call_bytes`` + ``row_ref_bytes`` per plan row the
+- exchange: ``exchange_call_bytes`` + ``row_ref_bytes`` per plan row the
   tile has in the phase;
-- sync step: ``sync_bytes``.
+- sync: ``sync_bytes``.
 
-Code is position independent: operand addresses come from the run table and
-argument records (data), so tiles with the same steps have byte-identical
-code. Repeated blocks: the schedule keeps their phases once, so their code,
+Bodies are position independent: the addresses they load (operands, plan-row
+references) sit in the step's run-table entry, ``run_entry_bytes`` +
+``argument_slot_bytes`` per slot. So steps with equal bodies (same kind,
+same command shapes and operand counts, same row count) share one copy of
+the code on a tile: supervisor code = the distinct bodies of the tile.
+The run table is ``run_header_bytes`` + one entry per step + one loop entry
+per repeated block the tile takes part in.
+
+Repeated blocks: the schedule keeps their phases once, so their code,
 rows, run entries and argument records are ONE template; each instance adds
 relocation records (``schedule.relocations``: weights of instance ``i`` at
-``address + i * stride``). ``templates`` compares that with unrolling.
+``address + i * stride``). ``templates`` compares that with unrolling
+(``bytes_if_unrolled`` = template bytes x instances).
 
 Deduplication, in two places. In SRAM: identical plan rows are stored once
 per tile (``exchange.rows`` digests). In the package file (what the host
@@ -116,7 +123,7 @@ class PackageModel:
 
 
 TILES_SCHEMA = {
-    "tile": pl.Int32, "steps": pl.Int64, "kernels": pl.Int64, "kernel_code_bytes": pl.Int64,
+    "tile": pl.Int32, "steps": pl.Int64, "bodies": pl.Int64, "kernels": pl.Int64, "kernel_code_bytes": pl.Int64,
     "supervisor_code_bytes": pl.Int64, "support_code_bytes": pl.Int64, "code_bytes": pl.Int64,
     "code_elements": pl.Int64, "rows": pl.Int64, "unique_rows": pl.Int64, "rows_bytes": pl.Int64,
     "run_table_bytes": pl.Int64, "argument_records": pl.Int64, "argument_bytes": pl.Int64,
@@ -223,8 +230,9 @@ def _commands(schedule, reg: int, model: PackageModel) -> pl.DataFrame:
             .with_columns(pl.col("operands").fill_null(0))
             .with_columns((pl.col("operands") > reg).alias("record"))
             .with_columns(
-                (model.call_bytes + model.operand_bytes
-                 * pl.when(pl.col("record")).then(1).otherwise(pl.col("operands"))).alias("code_bytes"),
+                pl.when(pl.col("record")).then(1).otherwise(pl.col("operands")).alias("slots"))
+            .with_columns(
+                (model.call_bytes + model.operand_bytes * pl.col("slots")).alias("code_bytes"),
                 pl.when(pl.col("record"))
                 .then(model.argument_header_bytes + model.argument_slot_bytes * pl.col("operands"))
                 .otherwise(0).cast(pl.Int64).alias("arg_bytes")))
@@ -232,20 +240,38 @@ def _commands(schedule, reg: int, model: PackageModel) -> pl.DataFrame:
 
 def _steps(steps: pl.DataFrame, cmds: pl.DataFrame, rows: pl.DataFrame, phase_block: pl.DataFrame,
            model: PackageModel) -> pl.DataFrame:
-    """Every step with its supervisor code bytes (the per-step size model) and its block."""
-    call = cmds.group_by("tile", "phase").agg(pl.col("code_bytes").sum().alias("call_bytes"))
+    """Every step: its body's code bytes and digest (the per-step size model), run-table slots, and block."""
+    c = cmds.sort("tile", "phase", "command_id")
+    span = int(steps["phase"].max() or 0) + 1 if steps.height else 1
+    seg = c["tile"].to_numpy().astype(np.int64) * span + c["phase"].to_numpy()
+    h = fnv(_text_code(c["kernel"]), *(c[k].to_numpy() for k in ("rows", "cols", "inner", "groups", "calls",
+                                                                   "operands")))
+    segs, d = combine(seg, h)
+    shape = pl.DataFrame({"tile": pl.Series(segs // span, dtype=pl.Int32), "phase": pl.Series(segs % span,
+                                                                                               dtype=pl.Int32),
+                          "shape": pl.Series(d.view(np.int64), dtype=pl.Int64)})
+    call = c.group_by("tile", "phase").agg(pl.col("code_bytes").sum().alias("call_bytes"),
+                                           pl.col("slots").sum().alias("cmd_slots"))
     nrows = rows.group_by("tile", "phase").agg(pl.len().cast(pl.Int64).alias("rows"))
     kind = pl.col("kind")
     body = (pl.when(kind == "compute").then(pl.col("call_bytes"))
             .when(kind == "exchange").then(model.exchange_call_bytes + model.row_ref_bytes * pl.col("rows"))
             .when(kind == "sync").then(pl.lit(model.sync_bytes, pl.Int64))
             .otherwise(0))
-    return (steps.select("tile", "index", "phase", "kind")
-            .join(call, on=["tile", "phase"], how="left").join(nrows, on=["tile", "phase"], how="left")
-            .with_columns(pl.col("call_bytes", "rows").fill_null(0))
-            .with_columns((model.step_bytes + body).cast(pl.Int64).alias("code_bytes"))
-            .join(phase_block, on="phase", how="left")
-            .sort("tile", "index"))
+    out = (steps.select("tile", "index", "phase", "kind")
+           .join(call, on=["tile", "phase"], how="left").join(nrows, on=["tile", "phase"], how="left")
+           .join(shape, on=["tile", "phase"], how="left")
+           .with_columns(pl.col("call_bytes", "rows", "cmd_slots", "shape").fill_null(0))
+           .with_columns((model.step_bytes + body).cast(pl.Int64).alias("code_bytes"),
+                         pl.when(kind == "compute").then(pl.col("cmd_slots"))
+                         .when(kind == "exchange").then(pl.col("rows")).otherwise(0).cast(pl.Int64).alias("slots"),
+                         pl.when(kind == "compute").then(0).when(kind == "exchange").then(1).otherwise(2)
+                         .cast(pl.Int64).alias("kind_code"))
+           .with_columns((model.run_entry_bytes + model.argument_slot_bytes * pl.col("slots")).alias("entry_bytes")))
+    digest = fnv(out["kind_code"].to_numpy(), out["shape"].to_numpy(), out["rows"].to_numpy(),
+                 out["code_bytes"].to_numpy())
+    return (out.with_columns(pl.Series("body", digest, dtype=pl.UInt64))
+            .join(phase_block, on="phase", how="left").sort("tile", "index"))
 
 
 def _code_sizes(names: pl.Series, target: Target) -> dict[str, int]:
@@ -267,7 +293,9 @@ def _per_tile(active, steps, kernels, rows, args, relocs, cmds, row_bytes: int, 
     loops = steps.filter(pl.col("instances") > 1).group_by("tile").agg(pl.col("block").n_unique().alias("loops"))
     parts = [
         steps.group_by("tile").agg(pl.len().cast(pl.Int64).alias("steps"),
-                                   pl.col("code_bytes").sum().alias("supervisor_code_bytes")),
+                                   pl.col("entry_bytes").sum().alias("entry_bytes")),
+        steps.unique(["tile", "body"]).group_by("tile").agg(
+            pl.len().cast(pl.Int64).alias("bodies"), pl.col("code_bytes").sum().alias("supervisor_code_bytes")),
         kernels.group_by("tile").agg(pl.len().cast(pl.Int64).alias("kernels"),
                                      pl.col("size_bytes").sum().alias("kernel_code_bytes")),
         rows.group_by("tile").agg(pl.len().cast(pl.Int64).alias("rows"),
@@ -286,7 +314,7 @@ def _per_tile(active, steps, kernels, rows, args, relocs, cmds, row_bytes: int, 
     out = out.with_columns(
         _up(pl.col("supervisor_code_bytes"), model.code_align).alias("supervisor_code_bytes"),
         (pl.col("unique_rows") * row_bytes).alias("rows_bytes"),
-        (model.run_header_bytes + model.run_entry_bytes * (pl.col("steps") + pl.col("loops"))).alias(
+        (model.run_header_bytes + pl.col("entry_bytes") + model.run_entry_bytes * pl.col("loops")).alias(
             "run_table_bytes"),
         (pl.col("relocation_records") * model.relocation_record_bytes).alias("relocation_bytes"),
         pl.lit(_round(model.support_code_bytes, model.code_align), pl.Int64).alias("support_code_bytes"),
@@ -418,21 +446,10 @@ def _per_tile_digest(df: pl.DataFrame, cols: list[str], name: str) -> pl.DataFra
 
 def _digests(objects, per_tile, kernels, ids, steps, cmds, rows) -> pl.DataFrame:
     """Content digest of every package object (null where the content needs addresses: after placement)."""
-    c = cmds.sort("tile", "phase", "command_id").with_columns(
-        pl.Series("k", _text_code(cmds.sort("tile", "phase", "command_id")["kernel"])))
-    code_rec = pl.concat([
-        c.select("tile", "phase", pl.lit(0, pl.Int64).alias("kind"), "k", "rows", "cols", "inner", "groups",
-                 "calls", "operands", pl.col("command_id").alias("seq")),
-        steps.filter(pl.col("kind") != "compute").select(
-            "tile", "phase", pl.when(pl.col("kind") == "exchange").then(1).otherwise(2).cast(pl.Int64).alias("kind"),
-            pl.lit(0, pl.Int64).alias("k"), pl.col("rows").cast(pl.Int64), *(pl.lit(0, pl.Int64).alias(x) for x in (
-                "cols", "inner", "groups", "calls", "operands", "seq"))),
-    ], how="vertical_relaxed").sort("tile", "phase", "kind", "seq")
-    sup = _per_tile_digest(code_rec, ["phase", "kind", "k", "rows", "cols", "inner", "groups", "calls",
-                                      "operands"], "supervisor")
+    bodies = steps.unique(["tile", "body"]).sort("tile", "body")
+    sup = _per_tile_digest(bodies, ["body", "code_bytes"], "supervisor")
     row_d = _per_tile_digest(rows.unique(["tile", "digest"]).sort("tile", "digest"), ["digest"], "exchange_rows")
-    run = _per_tile_digest(steps.sort("tile", "index").with_columns(
-        pl.Series("k", _text_code(steps.sort("tile", "index")["kind"]))), ["phase", "k", "code_bytes"], "run_table")
+    run = _per_tile_digest(steps.sort("tile", "index"), ["phase", "body", "slots"], "run_table")
     kern = kernels.with_columns(pl.Series("d", fnv(_text_code(kernels["kernel"]), kernels["size_bytes"]),
                                           dtype=pl.UInt64))
     key = ids["key"]
@@ -469,9 +486,12 @@ def _templates(repeats, steps, rows, args, relocs, phase_block, row_bytes: int, 
     """Per repeated block: the template (counted once) against unrolling every instance."""
     if not repeats.height:
         return pl.DataFrame(schema=TEMPLATES_SCHEMA)
-    st = steps.filter(pl.col("instances") > 1).group_by("block").agg(
+    inside = steps.filter(pl.col("instances") > 1)
+    st = inside.group_by("block").agg(
         pl.col("tile").n_unique().cast(pl.Int64).alias("tiles"), pl.len().cast(pl.Int64).alias("steps"),
-        (pl.col("code_bytes").sum() + model.run_entry_bytes * pl.len()).alias("step_bytes"))
+        pl.col("entry_bytes").sum()).join(
+        inside.unique(["block", "tile", "body"]).group_by("block").agg(pl.col("code_bytes").sum()), on="block")
+    st = st.select("block", "tiles", "steps", (pl.col("entry_bytes") + pl.col("code_bytes")).alias("step_bytes"))
     rw = (rows.join(phase_block, on="phase").filter(pl.col("instances") > 1)
           .unique(["block", "tile", "digest"]).group_by("block")
           .agg(pl.len().cast(pl.Int64).alias("rows")))
