@@ -15,7 +15,7 @@ from typing import Any
 
 from toolkit.errors import OptionError
 
-ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96)
+ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
 
 
@@ -24,6 +24,7 @@ class Options:
     """Every stage's options. Layout parameters: ``None`` searches, a value pins."""
 
     row_block: int | None = None
+    stream_block: int | None = None
     row_shard: int | None = None
     panel_groups: int | None = None
     inner_split: int | None = None
@@ -38,7 +39,7 @@ class Options:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("row_block", "row_shard", "panel_groups", "inner_split", "inner_block", "tiles"):
+        for name in ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "tiles"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 msg = f"option {name}={v!r} must be a positive integer (or None to search it)"

@@ -33,6 +33,7 @@ class LayoutParams:
     """The layout choice for a whole graph (one candidate)."""
 
     row_block: int = 36
+    stream_block: int | None = None   # rows per home tile of the residual stream (None: row_block)
     row_shard: int | None = None      # row blocks processed side by side (None: all); the rest run in waves
     panel_groups: int | None = None   # output panel width in 16-column groups (None: fill the tiles)
     inner_split: int = 1              # tiles sharing one linear op's inner dimension (partials reduced)
@@ -193,8 +194,8 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
     if kind == "matmul":
         return ("attention", p.row_block)
     if kind in ("layernorm", "add"):
-        return ("stream", p.row_block)
-    return ("elementwise", key_of.get(ins[0], ("stream", p.row_block)))
+        return ("stream", p.stream_block or p.row_block)
+    return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block)))
 
 
 def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: LayoutParams, tiles: int,
@@ -208,8 +209,9 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     cache = {} if cache is None else cache
     key_of: dict[int, tuple] = {}
     batch, tokens = int(params["batch"]), int(params["tokens"])
-    rows_bounds = segmented_bounds(batch, tokens, p.row_block)
-    n_r = len(rows_bounds) - 1
+    rows_bounds = segmented_bounds(batch, tokens, p.row_block)            # matmul row blocks
+    stream_bounds = segmented_bounds(batch, tokens, p.stream_block or p.row_block)  # residual stream rows
+    n_r = len(stream_bounds) - 1
     homes = home_tiles(n_r, tiles)
     ci_home = np.arange(n_r)
     layout_of: dict[int, Layout] = {}
@@ -233,7 +235,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             continue
         for t in acts:
             if t not in layout_of:  # graph input: lives on the stream layout
-                layout_of[t] = stream_layout(rows_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
+                layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
         if kind == "matmul" and wts:
             plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles)
         elif kind == "matmul":
@@ -281,12 +283,12 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                               needs=needs, output=o_lay)
         elif kind in ("layernorm", "add"):
             width = _tensor3(tensors, out)[2]
-            stream = stream_layout(rows_bounds, _tensor3(tensors, out), homes).with_cells(ci_home)
+            stream = stream_layout(stream_bounds, _tensor3(tensors, out), homes).with_cells(ci_home)
             needs = {t: stream for t in acts}
             g1 = np.array([0, 1])
             weights = {t: Layout((1, 1, width), (g1, g1, np.array([0, width])), homes.reshape(1, 1, 1, -1))
                        for t in wts}
-            rows = np.diff(rows_bounds)
+            rows = np.diff(stream_bounds)
             shape_arr = np.stack([rows, np.full(n_r, width), np.zeros(n_r, int), np.ones(n_r, int)], -1)
             plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="stream", kernel=kind,
                           cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,

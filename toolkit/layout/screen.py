@@ -110,11 +110,11 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         if key not in cache:
             cache[key] = _after_linear(op, src, tensors, params, p, target, tiles)
         return cache[key]
-    key = (op["op_id"], "planned", p.row_block, p.inner_block, p.fused_qkv)
+    key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv)
     if key not in cache:
-        plans = cache.setdefault(("plans", p.row_block, p.fused_qkv), {})
+        plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv), {})
         ops_all = cache[("ops", p.fused_qkv)]
-        base = LayoutParams(row_block=p.row_block, fused_qkv=p.fused_qkv)
+        base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv)
         by_op = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
         cache[key] = op_estimate(op, by_op[op["op_id"]], tensors, reps, p, target, tiles)
     return cache[key]
@@ -231,7 +231,8 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         if not local:
             slot_bytes = _slot_bytes(need, DTYPE_BYTES[tensors[tensor]["dtype"]])
             recv += _per_cell(need, slot_bytes, n)
-            est["panel"] = max(est["panel"], int(slot_bytes.max()))
+            used = need.cells.ravel() >= 0
+            est["panel"] = max(est["panel"], int(slot_bytes[used].max(initial=0)))
     if plan.partials is not None:
         recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, 4), n)
         red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)

@@ -31,8 +31,11 @@ from toolkit.layout.screen import DTYPE_BYTES, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
 
+STREAM_BLOCKS = (24,)  # extra residual-stream row blocks searched below a larger matmul row block
+
 CANDIDATES_SCHEMA = {
-    "candidate_id": pl.Int32, "row_block": pl.Int64, "row_shard": pl.Int64, "panel_groups": pl.Int64,
+    "candidate_id": pl.Int32, "row_block": pl.Int64, "stream_block": pl.Int64, "row_shard": pl.Int64,
+    "panel_groups": pl.Int64,
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
@@ -101,7 +104,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
     if feas.height == 0:
         raise _no_fit(cand, options)
-    beam = feas.head(options.beam_width)
+    # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
+    route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv"]
+    beam = feas.unique(route_keys, keep="first", maintain_order=True).head(options.beam_width)
     scores = {}
     for r in beam.iter_rows(named=True):
         p = params_of(r)
@@ -178,9 +183,13 @@ def _enumerate(g: Graph, o: Options, tiles: int):
             shards = [o.row_shard]
         else:
             shards = sorted({max(1, math.ceil(n_r / d)) for d in (1, 2, 4, 8, 16, 32, 64)} | {1, 2}, reverse=True)
-        for shard, s in itertools.product(shards, splits):
-            yield LayoutParams(row_block=rb, row_shard=shard, panel_groups=o.panel_groups, inner_split=s,
-                               inner_block=o.inner_block)
+        if o.stream_block is not None:
+            streams = [o.stream_block]
+        else:   # the stream's row block may be smaller than the matmuls' (less memory on the home tiles)
+            streams = sorted({rb, *(b for b in STREAM_BLOCKS if 2 * b <= rb)})
+        for shard, s, sb in itertools.product(shards, splits, streams):
+            yield LayoutParams(row_block=rb, stream_block=None if sb == rb else sb, row_shard=shard,
+                               panel_groups=o.panel_groups, inner_split=s, inner_block=o.inner_block)
 
 
 def _asdict(p: LayoutParams) -> dict:
@@ -188,13 +197,15 @@ def _asdict(p: LayoutParams) -> dict:
 
 
 def _param_cols(p: LayoutParams) -> dict:
-    return {"row_block": p.row_block, "row_shard": p.row_shard, "panel_groups": p.panel_groups,
-            "inner_split": p.inner_split, "inner_block": p.inner_block, "weight_class": p.weight_class,
-            "fused_qkv": p.fused_qkv}
+    return {"row_block": p.row_block, "stream_block": p.stream_block or p.row_block, "row_shard": p.row_shard,
+            "panel_groups": p.panel_groups, "inner_split": p.inner_split, "inner_block": p.inner_block,
+            "weight_class": p.weight_class, "fused_qkv": p.fused_qkv}
 
 
 def params_of(row: dict) -> LayoutParams:
-    return LayoutParams(row_block=row["row_block"], row_shard=row["row_shard"], panel_groups=row["panel_groups"],
+    sb = row.get("stream_block")
+    return LayoutParams(row_block=row["row_block"], stream_block=None if sb in (None, row["row_block"]) else sb,
+                        row_shard=row["row_shard"], panel_groups=row["panel_groups"],
                         inner_split=row["inner_split"], inner_block=row["inner_block"],
                         weight_class=row["weight_class"], fused_qkv=row["fused_qkv"])
 
@@ -219,7 +230,8 @@ def _no_fit(cand: pl.DataFrame, options: Options) -> InfeasibleError:
 
 
 def _asdict_opts(o: Options) -> dict:
-    keys = ("row_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class", "fused_qkv")
+    keys = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
+            "fused_qkv")
     return {k: getattr(o, k) for k in keys}
 
 
