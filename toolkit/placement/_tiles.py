@@ -6,9 +6,10 @@ first use, interleaved first at a shared start, larger alignment, larger size;
 auxiliary requests last).
 
 :func:`place_greedy` is the joint lifetime-ordered allocator. Its free-space
-index is the list of *live* placements of the tile, kept incrementally: a
-request starting at event ``f`` drops every placement whose last event is below
-``f`` (requests arrive in first-use order, so those are dead for good), then
+index is the list of *live* placements of the tile, kept sorted by address
+(binary-search insertion, never re-sorted): a request starting at event ``f``
+drops every placement whose last event is below ``f`` (requests arrive in
+first-use order, so those are dead for good), then one address-ordered sweep
 finds the lowest aligned address in each allowed region, in preference order,
 that avoids the live placements overlapping it in time. Auxiliary requests
 instead avoid every address a non-auxiliary request ever occupied.
@@ -31,7 +32,51 @@ def _round_up(x, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def place_greedy(ptr, phase, first, last, size, align, count, excl, execu, pref,  # noqa: C901
+def _insert(index, count, i, address):  # pragma: no cover - compiled
+    """Insert request ``i`` into ``index[:count]`` kept sorted by address; returns the new count."""
+    lo = 0
+    hi = count
+    a = address[i]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if address[index[mid]] <= a:
+            lo = mid + 1
+        else:
+            hi = mid
+    for q in range(count, lo, -1):
+        index[q] = index[q - 1]
+    index[lo] = i
+    return count + 1
+
+
+@njit(cache=True)
+def _lowest_fit(index, count, i, aux_i, phase, first, last, address, extent, execu, code_elem, start, end, al,
+                tot):  # pragma: no cover - compiled
+    """Lowest address >= start, multiple of al, where ``tot`` bytes avoid every conflicting entry; -1 if none."""
+    fi = first[i]
+    li = last[i]
+    cur = _round_up(start, al)
+    for q in range(count):
+        j = index[q]
+        if not (first[j] <= li and last[j] >= fi) and not (aux_i and phase[j] != AUXILIARY):
+            continue
+        s0 = address[j]
+        s1 = s0 + extent[j]
+        if execu[i] != execu[j]:  # code and data never share an instruction element
+            s0 = (s0 // code_elem) * code_elem
+            s1 = _round_up(s1, code_elem)
+        if s1 <= cur:
+            continue
+        if s0 >= cur + tot or s0 >= end:
+            break
+        cur = _round_up(s1, al)
+    if cur + tot <= end:
+        return cur
+    return -1
+
+
+@njit(cache=True)
+def place_greedy(ptr, phase, first, last, size, align, count, excl, execu, pref,
                  rstart, rend, relem, code_elem, drop):  # pragma: no cover - compiled
     """Returns (address, region, stride, extent, tile_ok); address -1 where nothing fitted."""
     n = first.shape[0]
@@ -41,84 +86,50 @@ def place_greedy(ptr, phase, first, last, size, align, count, excl, execu, pref,
     stride = np.zeros(n, np.int64)
     extent = np.zeros(n, np.int64)
     tile_ok = np.ones(tiles, np.bool_)
-    npref = pref.shape[1]
-    live = np.empty(n, np.int64)
-    ever = np.empty(n, np.int64)
-    bs = np.empty(n, np.int64)
-    be = np.empty(n, np.int64)
+    live = np.empty(n, np.int64)   # placements that may still be live, sorted by address
+    ever = np.empty(n, np.int64)   # every placement of the tile, sorted by address
     for t in range(tiles):
-        a0 = ptr[t]
-        a1 = ptr[t + 1]
         nlive = 0
         never = 0
-        for i in range(a0, a1):
-            fi = first[i]
-            li = last[i]
+        for i in range(ptr[t], ptr[t + 1]):
             if drop and phase[i] == NORMAL:
-                # drop dead placements: later normal requests start at or after fi
+                # requests arrive in first-use order: a placement that ended before this one starts is dead
                 k = 0
                 for q in range(nlive):
                     j = live[q]
-                    if last[j] >= fi or phase[j] == SUPPORT:
+                    if last[j] >= first[i] or phase[j] == SUPPORT:
                         live[k] = j
                         k += 1
                 nlive = k
-            # blocked address intervals (code/data conflicts widened to the instruction element grid)
             aux_i = phase[i] == AUXILIARY
-            src = ever if aux_i else live
-            cnt = never if aux_i else nlive
-            nb = 0
-            for q in range(cnt):
-                j = src[q]
-                overlap = first[j] <= li and last[j] >= fi
-                if aux_i and phase[j] != AUXILIARY:
-                    overlap = True
-                if not overlap:
-                    continue
-                s0 = address[j]
-                s1 = address[j] + extent[j]
-                if execu[i] != execu[j]:
-                    s0 = (s0 // code_elem) * code_elem
-                    s1 = _round_up(s1, code_elem)
-                bs[nb] = s0
-                be[nb] = s1
-                nb += 1
-            order = np.argsort(bs[:nb])
-            placed = False
-            for p in range(npref):
+            for p in range(pref.shape[1]):
                 r = pref[i, p]
                 if r < 0:
                     break
-                if excl[i]:
-                    e = relem[r]
-                    st = _round_up(size[i], e)
-                    al = max(align[i], e)
+                if excl[i]:  # bank-separated: whole elements of the region
+                    st = _round_up(size[i], relem[r])
+                    al = max(align[i], relem[r])
                 else:
                     al = align[i]
                     st = _round_up(size[i], al) if count[i] > 1 else size[i]
                 tot = st * count[i] if count[i] > 1 else st
-                cur = _round_up(rstart[r], al)
-                for q in range(nb):
-                    b = order[q]
-                    if be[b] <= cur:
-                        continue
-                    if bs[b] >= cur + tot:
-                        break
-                    cur = _round_up(be[b], al)
-                if cur + tot <= rend[r]:
-                    address[i] = cur
+                if aux_i:
+                    a = _lowest_fit(ever, never, i, True, phase, first, last, address, extent, execu, code_elem,
+                                    rstart[r], rend[r], al, tot)
+                else:
+                    a = _lowest_fit(live, nlive, i, False, phase, first, last, address, extent, execu, code_elem,
+                                    rstart[r], rend[r], al, tot)
+                if a >= 0:
+                    address[i] = a
                     region[i] = r
                     stride[i] = st
                     extent[i] = tot
-                    placed = True
                     break
-            if not placed:
+            if address[i] < 0:
                 tile_ok[t] = False
                 continue
-            live[nlive] = i
-            nlive += 1
-            ever[never] = i
-            never += 1
+            nlive = _insert(live, nlive, i, address)
+            never = _insert(ever, never, i, address)
     return address, region, stride, extent, tile_ok
 
 
