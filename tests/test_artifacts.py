@@ -25,6 +25,9 @@ def test_case_directory_has_manifest_tables_and_log(tmp_path, b4):
     assert "batch=4" in (case / "log.txt").read_text()
     assert set(m["files"]) >= {"log.txt", "tables/graph.ops.parquet"}
     assert check_artifacts(tmp_path).height == 0
+    back = toolkit.load(case)
+    assert back.manifest["workload"] == "mlp-single-b4"
+    assert back.tables["schedule.phases"].equals(b4.schedule.phases)
 
 
 def test_existing_case_is_not_overwritten_silently(tmp_path, b4):

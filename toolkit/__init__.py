@@ -5,6 +5,7 @@ Every compiler stage is a pure function returning polars DataFrames; see
 """
 
 from toolkit import target
+from toolkit.artifacts import load_case as load
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
 from toolkit.graph import Graph, Workload, build_graph, workloads
 from toolkit.options import Options
@@ -29,6 +30,7 @@ __all__ = [
     "build_graph",
     "compile",
     "ipu21",
+    "load",
     "load_target",
     "target",
     "workloads",

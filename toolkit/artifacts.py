@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,40 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float | int | str | bool) or value is None:
         return value
     return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """A case directory read back: its manifest, log records, stage tables and profile."""
+
+    path: Path
+    manifest: dict
+    log: dict[str, str]
+    tables: dict[str, pl.DataFrame]
+    profile: Any = None
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        return dict(self.tables)
+
+
+def load_case(case: str | Path) -> Case:
+    """Read a case directory written by :func:`write_case` (``toolkit.load``)."""
+    case = Path(case)
+    manifest = read_manifest(case)
+    tables = {}
+    for path in sorted((case / "tables").glob("*.parquet")):
+        try:
+            tables[path.stem] = pl.read_parquet(path)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise FormatError(f"cannot read table: {exc}", file=str(path)) from exc
+    profile = None
+    if (case / "profile").is_dir():
+        from toolkit.profile import read_parquet
+        profile = read_parquet(case / "profile")
+    elif (case / "profile.capnp").exists():
+        from toolkit.profile import read_capnp
+        profile = read_capnp(case / "profile.capnp")
+    return Case(path=case, manifest=manifest, log=read_log(case), tables=tables, profile=profile)
 
 
 def read_manifest(case: str | Path) -> dict:
