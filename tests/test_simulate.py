@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 import toolkit
 from toolkit import tables
-from toolkit.errors import FormatError, OptionError
+from toolkit.errors import FormatError, InvalidIRError, OptionError
 from toolkit.exchange import lower_exchanges
 from toolkit.profile import crop, read_capnp, read_parquet, write_capnp, write_parquet
 from toolkit.profile.model import WRAP, validate
@@ -122,6 +123,13 @@ def test_passes_after_the_first_are_preceded_by_a_sync() -> None:
     acts = p.activities.filter(tile=1).sort("start_cycle")
     assert acts.select("start_cycle", "end_cycle").rows() == [(0, one), (one + SYNC, 2 * one + SYNC)]
     assert int(p.samples.filter(tile=1, kind="exchange")["exchange_event_cycles"].item()) == 2 * one + SYNC
+
+
+def test_groups_out_of_row_order_are_a_bug_in_us() -> None:
+    c = golden()
+    c.exchange = dataclasses.replace(c.exchange, groups=c.exchange.groups.with_columns(pl.col("group") + 5))
+    with pytest.raises(InvalidIRError, match=r"exchange groups must be numbered 0..n-1"):
+        simulate(c)
 
 
 # -- properties -----------------------------------------------------------------------------------

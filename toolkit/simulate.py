@@ -55,7 +55,7 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.errors import FormatError, OptionError
+from toolkit.errors import FormatError, InvalidIRError, OptionError
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
 
@@ -149,9 +149,11 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
         .alias("exchange_event_cycles"),
     ).cast(tables.SAMPLES_SCHEMA)
     # activities in (sample row, start, receive before send) order, again through one int64 key
-    activities = (acts.join(rows.select("tile", "phase", "sample", "_row"), on=["tile", "phase"])
-                  .sort(pl.col("_row") * (1 << 33) + pl.col("start_cycle") * 2 + (pl.col("kind") == "send"))
-                  .select(list(tables.ACTIVITIES_SCHEMA)).cast(tables.ACTIVITIES_SCHEMA))
+    # activities: each exchange sample gathers its (tile, phase) slice of the sorted activity arrays
+    segments = (rows.filter(pl.col("kind") == "exchange").select("tile", "phase", "sample", "_row")
+                .join(exch.select("tile", "phase", "_first", "_count"), on=["tile", "phase"])
+                .sort("_row"))
+    activities = _activities(acts, segments)
     return Profile(samples=all_samples, activities=activities, metadata=tables.empty(tables.METADATA_SCHEMA),
                    clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
 
@@ -232,30 +234,84 @@ def _calibrated(cmd: pl.DataFrame, cal: pl.DataFrame) -> pl.DataFrame:
             .drop("_d0", "_d1", "_d2", "median_cycles"))
 
 
-def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per (phase, tile): exchange_cycles (last activity end), event_cycles; and the activities (per phase)."""
+def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Exchange timing in numpy over groups and receive rows.
+
+    Returns per (phase, tile) ``exchange_cycles`` (its last activity end) and
+    ``event_cycles`` (its last end - its first start), with ``_first``/``_count``:
+    the tile's slice of the activity arrays, which are sorted by (tile, phase,
+    start, receive before send).
+    """
     ex = compilation.exchange
     wb, bpc = target.word_bytes, target.exchange_bytes_per_cycle
     frag, sync = target.costs.exchange_fragment_cycles, target.costs.sync_cycles
-    g = ex.groups.select(
-        "phase", "group", "source", "fanout", "pass", "step",
-        ((pl.col("words") * wb + bpc - 1) // bpc + pl.col("packets").cast(tables.BIG) * frag).alias("dur"))
-    steps = (g.group_by("phase", "step").agg(pl.col("dur").max().alias("_len"), pl.col("pass").max())
-             .sort("phase", "step")
-             .with_columns((pl.col("_len").cum_sum().over("phase") - pl.col("_len")
-                            + pl.col("pass").cast(tables.BIG) * sync).alias("_at"))
-             .select("phase", "step", "_at"))
-    g = g.join(steps, on=["phase", "step"]).with_columns(pl.col("_at").alias("start_cycle"),
-                                                         (pl.col("_at") + pl.col("dur")).alias("end_cycle"))
-    common = [pl.col("fanout").cast(tables.BIG), pl.lit(False).alias("paired"), "start_cycle", "end_cycle"]
-    sends = g.select("phase", pl.col("source").alias("tile"), pl.lit("send").alias("kind"), *common)
-    recv = (ex.passes.select("group", "tile").join(g.drop("source"), on="group")
-            .select("phase", "tile", pl.lit("receive").alias("kind"), *common))
-    acts = pl.concat([sends, recv])
-    per_tile = acts.group_by("phase", "tile").agg(
-        pl.col("end_cycle").max().alias("exchange_cycles"),
-        (pl.col("end_cycle").max() - pl.col("start_cycle").min()).alias("event_cycles"))
+    g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
+                                                                 "words", "packets")}
+    if ex.groups.height and not np.array_equal(ex.groups["group"].to_numpy(), np.arange(ex.groups.height)):
+        msg = "simulate: exchange groups must be numbered 0..n-1 in row order (as lower_exchanges makes them)"
+        raise InvalidIRError(msg)
+    dur = (g["words"] * wb + bpc - 1) // bpc + g["packets"] * frag
+    # a step lasts as long as its slowest group; steps follow each other; each pass after the first syncs first
+    width = int(g["step"].max()) + 1 if len(dur) else 1
+    skey, inv = np.unique(g["phase"] * width + g["step"], return_inverse=True)
+    slen = np.zeros(len(skey), np.int64)
+    np.maximum.at(slen, inv, dur)
+    spass = np.zeros(len(skey), np.int64)
+    np.maximum.at(spass, inv, g["pass"])
+    sphase = skey // width
+    new_phase = np.r_[True, sphase[1:] != sphase[:-1]] if len(skey) else np.zeros(0, bool)
+    before = np.cumsum(slen) - slen
+    at = before - before[new_phase][np.cumsum(new_phase) - 1] + spass * sync
+    gstart = at[inv]
+    rgroup = ex.passes["group"].to_numpy()
+    acts = {
+        "tile": np.r_[g["source"], ex.passes["tile"].to_numpy()].astype(np.int64),
+        "phase": np.r_[g["phase"], g["phase"][rgroup]],
+        "send": np.r_[np.ones(len(dur), np.int64), np.zeros(len(rgroup), np.int64)],
+        "fanout": np.r_[g["fanout"], g["fanout"][rgroup]],
+        "start_cycle": np.r_[gstart, gstart[rgroup]],
+        "end_cycle": np.r_[gstart + dur, (gstart + dur)[rgroup]],
+    }
+    keys = [acts["send"], acts["start_cycle"], acts["phase"], acts["tile"]]
+    bits = [max(int(k.max()).bit_length(), 1) if len(k) else 1 for k in keys]
+    if sum(bits) <= 63:  # one packed int64 key sorts much faster than a lexsort
+        packed, shift = np.zeros(len(keys[0]), np.int64), 0
+        for k, b in zip(keys, bits, strict=True):
+            packed |= k << shift
+            shift += b
+        order = np.argsort(packed, kind="stable")
+    else:
+        order = np.lexsort(keys)
+    acts = {k: v[order] for k, v in acts.items()}
+    tp = acts["tile"] * (int(acts["phase"].max()) + 1 if len(order) else 1) + acts["phase"]
+    first = np.flatnonzero(np.r_[True, tp[1:] != tp[:-1]]) if len(tp) else np.zeros(0, np.int64)
+    count = np.diff(np.r_[first, len(tp)])
+    last_end = np.maximum.reduceat(acts["end_cycle"], first) if len(tp) else np.zeros(0, np.int64)
+    first_start = np.minimum.reduceat(acts["start_cycle"], first) if len(tp) else np.zeros(0, np.int64)
+    per_tile = pl.DataFrame({
+        "phase": acts["phase"][first].astype(np.int32), "tile": acts["tile"][first].astype(np.int32),
+        "exchange_cycles": last_end, "event_cycles": last_end - first_start,
+        "_first": first.astype(np.int64), "_count": count.astype(np.int64),
+    })
     return per_tile, acts
+
+
+def _activities(acts: dict[str, np.ndarray], segments: pl.DataFrame) -> pl.DataFrame:
+    """Gather the activity arrays per exchange sample: ``segments`` (tile, sample, _first, _count) in sample order."""
+    first = segments["_first"].to_numpy()
+    count = segments["_count"].to_numpy()
+    total = int(count.sum())
+    starts = np.cumsum(count) - count
+    idx = np.repeat(first - starts, count) + np.arange(total)
+    return pl.DataFrame({
+        "tile": pl.Series(np.repeat(segments["tile"].to_numpy(), count), dtype=tables.ID),
+        "sample": pl.Series(np.repeat(segments["sample"].to_numpy(), count), dtype=tables.BIG),
+        "kind": pl.Series(["receive", "send"], dtype=tables.STR).gather(acts["send"][idx]),
+        "fanout": pl.Series(acts["fanout"][idx], dtype=tables.BIG),
+        "paired": pl.Series(np.zeros(total, bool)),
+        "start_cycle": pl.Series(acts["start_cycle"][idx], dtype=tables.BIG),
+        "end_cycle": pl.Series(acts["end_cycle"][idx], dtype=tables.BIG),
+    }, schema=tables.ACTIVITIES_SCHEMA)
 
 
 # -- calibration -------------------------------------------------------------------------------------
