@@ -221,3 +221,19 @@ def test_unplaced_objects_cannot_be_checked(tiny) -> None:
     bad = dataclasses.replace(tiny, placement=dataclasses.replace(tiny.placement, placement=p.slice(1)))
     with pytest.raises(InfeasibleError, match=r"cannot check: 1 memory objects are not placed \(tiles \[\d+\]"):
         check(bad)
+
+
+def test_staging_window_on_a_live_weight_fails(small) -> None:
+    """Staged receives really pass through the staging object: placing it on a weight corrupts that weight."""
+    passes = small.exchange.passes.filter(pl.col("staging_object").is_not_null())
+    stage = passes.row(0, named=True)
+    objs = small.schedule.objects
+    weight = objs.filter((pl.col("tile") == stage["tile"]) & (pl.col("name") == "mlp.fc1.weight")).row(0, named=True)
+    p = small.placement.placement
+    addr = p.filter(pl.col("object_id") == weight["object_id"])["address"][0]
+    moved = p.with_columns(pl.when(pl.col("object_id") == stage["staging_object"]).then(addr)
+                           .otherwise(pl.col("address")).alias("address"))
+    r = check(dataclasses.replace(small, placement=dataclasses.replace(small.placement, placement=moved)))
+    assert not r.passed
+    assert "weight1 of op 'mlp.fc1' (tensor 'mlp.fc1.weight'" in r.message
+    assert f"tile {stage['tile']}" in r.message

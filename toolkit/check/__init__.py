@@ -337,7 +337,8 @@ class _Runner:
                     pl.col("mismatches").sum(), pl.col("tile").first().alias("worst_tile"),
                     pl.col("object_id").first().alias("worst_object"),
                     pl.col("address").first().alias("worst_address")))
-        return agg.sort("seq", "operand").select(list(OPERANDS_CHECK_SCHEMA)).cast(OPERANDS_CHECK_SCHEMA)
+        rank = {"input0": 0, "input1": 1, "weight1": 2, "weight2": 3, "output": 4}  # reads before the write
+        return agg.sort("seq", pl.col("operand").replace_strict(rank, default=5)).select(list(OPERANDS_CHECK_SCHEMA)).cast(OPERANDS_CHECK_SCHEMA)
 
     def outputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Graph outputs read back from SRAM after the last phase, with the worst elements."""

@@ -184,7 +184,15 @@ def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, 
             staged_rows[r] = True
             boff = ps["byte_offset"].to_numpy()
             ln = ps["size_bytes"].to_numpy().astype(np.int64)
-            stage = sram.start0[ps["staging_object"].to_numpy()] + ps["staging_offset"].to_numpy()
+            so = ps["staging_object"].to_numpy()
+            end = ps["staging_offset"].to_numpy() + ln
+            if np.any(end > sram.size[so]):
+                k = int(np.argmax(end > sram.size[so]))
+                msg = (f"exchange phase {phase}: a staged fragment of transfer {int(ps['transfer_id'][k])} ends at "
+                       f"byte {int(end[k])} of staging object {int(so[k])} on tile {int(ps['tile'][k])}, which has "
+                       f"only {int(sram.size[so[k]])} bytes")
+                raise InvalidIRError(msg)
+            stage = sram.start0[so] + ps["staging_offset"].to_numpy()
             _bounds(sram, stage, ln, f"exchange phase {phase} staging")
             pnum = ps["pass"].to_numpy()
             for p in np.unique(pnum):
