@@ -441,3 +441,40 @@ def test_identical_tiles_are_one_image():
     # the package file keeps one copy of the kernel, the support code, the host state and each distinct supervisor
     assert summ["image_bytes"] < summ["loaded_bytes"]
     assert summ["dedup_savings_bytes"] >= 2 * toolkit.ipu21().code_bytes("layernorm")
+
+
+# -- verify_package on synthetic segments ---------------------------------------------------------------------
+def segments(sizes, gaps, lives, tile=0, base=0x58000):
+    addr, rows = base, []
+    for k, (size, gap, (first, last)) in enumerate(zip(sizes, gaps, lives, strict=False)):
+        addr += gap
+        rows.append({"tile": tile, "object_id": k, "kind": "activation", "name": f"s{k}", "address": addr,
+                     "size_bytes": size, "payload_bytes": size, "repeat_count": 1, "stride_bytes": size, "region": 0,
+                     "flags": "RW", "loaded": False, "digest": None, "first": first, "last": last, "alias_of": None,
+                     "tensor_id": None})
+        addr += size
+    return pl.DataFrame(rows, schema=IMAGES_SCHEMA)
+
+
+lifetimes = st.tuples(st.integers(0, 5), st.integers(0, 5)).map(sorted)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4096), st.integers(0, 64), lifetimes), min_size=2, max_size=30),
+       st.data())
+def test_verify_package_accepts_disjoint_segments_and_finds_any_overlap(spec, data):
+    sizes, gaps, lives = zip(*spec, strict=True)
+    img = segments(sizes, gaps, lives)
+    target = toolkit.ipu21()
+    verify_package(img, target)
+    # slide one segment onto its predecessor, both live at one event: verify must object
+    k = data.draw(st.integers(1, len(spec) - 1))
+    prev = img.row(k - 1, named=True)
+    shift = data.draw(st.integers(0, prev["size_bytes"] - 1))
+    bad = img.with_columns(
+        pl.when(pl.col("object_id") == k).then(pl.lit(prev["address"] + shift, pl.Int64))
+        .otherwise("address").alias("address"),
+        pl.when(pl.col("object_id") == k).then(pl.lit(prev["first"], pl.Int32)).otherwise("first").alias("first"),
+        pl.when(pl.col("object_id") == k).then(pl.lit(prev["last"], pl.Int32)).otherwise("last").alias("last"))
+    with pytest.raises(InvalidIRError, match="share bytes while both live"):
+        verify_package(bad, target)
