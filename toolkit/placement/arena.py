@@ -317,8 +317,15 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     nodes = 0
     budget = 2 * n
     restarts = 0
+    rng = np.random.default_rng(restarts)
     while time.perf_counter() < deadline:
         _name, rank = ranks[restarts % len(ranks)]
+        if restarts >= 2 * len(ranks):  # after two rounds, diversify: shuffle ties within a coarse order
+            noise = rng.random(n)
+            total = _max_section_total(sl, su, size, sections)
+            keys = [(-(size * (upper - lower)), -total), (-total, -(size * (upper - lower)))][restarts % 2]
+            rank = np.empty(n, np.int64)
+            rank[np.lexsort((noise, *(k // max(int(np.abs(k).max()) // 64, 1) for k in keys)))] = np.arange(n)
         st = np.zeros(7, np.int64)
         frames = np.zeros((n + 2, 6), np.int64)
         frames[0] = (0, sections, 0, -1, 0, 0)
