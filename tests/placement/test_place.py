@@ -175,3 +175,28 @@ def test_random_mixed_class_lifetimes_never_overlap(objs):
     verify_placement(objs, p.placement, t, allow_missing=not p.fits)
     if not p.fits:
         assert p.failures.height == 1
+
+
+@pytest.mark.parametrize(
+    ("rows", "obj", "address", "message"),
+    [
+        ([{"size_bytes": 100, "first": 0, "last": 1, "separate_from": [1]}, {"size_bytes": 100, "first": 0, "last": 1}],
+         1, 0x4C000 + 200, "bank-separated objects share a memory element"),
+        ([{"size_bytes": 100, "first": 0, "last": 0}, {"size_bytes": 100, "first": 3, "last": 3, "auxiliary": True}],
+         1, 0x4C000 + 40, "auxiliary object uses bytes"),
+        ([{"size_bytes": 6000, "first": 0, "last": 9, "access": "executable", "regions": [0]},
+          {"size_bytes": 100, "first": 0, "last": 9}], 1, 0x4C000 + 8192, "instruction element"),
+        ([{"size_bytes": 100, "first": 0, "last": 9, "align": 16}], 0, 0x4C000 + 8, "not a multiple of align"),
+        ([{"size_bytes": 100, "first": 0, "last": 9, "class": "interleaved", "regions": [1], "align": 16}], 0,
+         0x4C000, "region column disagrees|not among the object's allowed regions|interleaved object outside"),
+    ],
+)
+def test_verify_catches_rule_breaks(rows, obj, address, message):
+    t = ipu21()
+    objs = objects_frame(rows)
+    p = place(objs, t)
+    verify_placement(objs, p.placement, t)
+    bad = p.placement.with_columns(pl.when(pl.col("object_id") == obj).then(address).otherwise(pl.col("address"))
+                                   .alias("address"))
+    with pytest.raises(InvalidIRError, match=message):
+        verify_placement(objs, bad, t)
