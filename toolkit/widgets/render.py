@@ -35,9 +35,12 @@ def setup(*, vegafusion: bool = True, max_rows: int = DEFAULT_MAX_ROWS) -> None:
 
 
 def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
-    """A JupyterChart (offline) showing ``chart``; replace ``widget.chart`` to update it in place."""
+    """A JupyterChart (offline) showing ``chart``; replace ``widget.chart`` to update it in place.
+
+    Drawn as SVG, so titles and labels are text a browser test (or a reader's search) can find.
+    """
     alt.JupyterChart.enable_offline()
-    return alt.JupyterChart(chart)
+    return alt.JupyterChart(chart, embed_options={"renderer": "svg"})
 
 
 def html_table(df: pl.DataFrame, *, title: str = "") -> str:
