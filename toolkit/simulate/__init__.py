@@ -1,0 +1,53 @@
+"""Stage ``simulate``: a cycle profile of a compiled program, in the same data model as hardware profiles.
+
+Contract: takes a :class:`~toolkit.pipeline.Compilation` (and optionally a kernel
+cost calibration); returns a :class:`~toolkit.profile.Profile` with
+``source="simulated"`` and ``clock_hz = target.clock_hz``. Timing rules:
+
+- Program order is the EXPANDED program (:func:`phase_order`): the phases of a
+  repeated block run once per instance, in order. A profile ``phase`` is the
+  position in that order (``event``; equal to the schedule phase when nothing
+  repeats) and ``epoch`` is the repeat instance (0 outside blocks).
+- Every tile that has a step gets one sample per step per instance (tiles
+  idle in a phase have no sample: idle is derived by :func:`toolkit.profile.idle`),
+  plus a first sample: the initial sync barrier, ``sync_cycles`` long, phase 0.
+- compute: duration = the sum of the tile's commands' ``est_cycles`` in the
+  phase (or their calibrated cost); ``kernel`` = the kernel with the most cycles
+  on the tile in that phase; ``operation`` = the phase's op name.
+- exchange (from the exchange lowering): within a phase, steps run in order;
+  a step lasts as long as its slowest group, ``ceil(words * word_bytes /
+  exchange_bytes_per_cycle) + packets * exchange_fragment_cycles``; every
+  staging pass after the first is preceded by a ``sync_cycles`` sync. A
+  group's source has a ``send`` activity and each of its destinations a
+  ``receive`` activity spanning the group's own duration from the step start
+  (offsets within the exchange phase; ``fanout`` = the group's destinations;
+  ``paired`` is always false; ``partnerBusy`` is not modelled). The tile's
+  sample ends with its last activity; ``exchange_event_cycles`` is the span
+  from its first activity start to its last activity end.
+- sync: ``sync_cycles`` for every tile taking part (the tiles of the next exchange).
+- Barriers: a phase ends when its slowest tile ends; every tile starts the next
+  phase then. Counters are 32-bit: ``start_cycle``/``end_cycle`` are stored
+  modulo 2**32 from ``base_cycle``.
+
+Calibration (:func:`load_calibration`) reads the hardware tool's kernel cost
+database. A measurement's ``key.dimensions`` describes ONE invocation of a
+command (a command with ``groups = G`` is G invocations):
+``[rows, cols, inner]`` for ``amp_matmul_f16``, ``amp_matmul_f32`` (output rows
+and columns on the tile, inner length K) and ``reduce`` (inner = partials summed);
+``[rows, cols]`` for every other kernel (layernorm, gelu, softmax, add, copy, ...).
+A matching command costs ``median * groups`` cycles; unmatched commands keep
+the cost model's ``est_cycles``. Cycles are taken as they are (the database's
+``clockHz`` is recorded, not used to rescale).
+
+:func:`roofline` gives the MAC-bound ideal per op and in total: MACs /
+(target tiles x AMP MACs per cycle per tile, FP16 partials).
+"""
+
+from toolkit.simulate.calibration import CALIBRATION_SCHEMA, INNER_KERNELS, load_calibration
+from toolkit.simulate.roofline import ROOFLINE_SCHEMA, roofline
+from toolkit.simulate.run import INITIAL_SYNC, PHASE_ORDER_SCHEMA, phase_order, simulate
+
+__all__ = [
+    "CALIBRATION_SCHEMA", "INITIAL_SYNC", "INNER_KERNELS", "PHASE_ORDER_SCHEMA", "ROOFLINE_SCHEMA", "load_calibration",
+    "phase_order", "roofline", "simulate",
+]

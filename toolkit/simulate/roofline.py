@@ -1,0 +1,57 @@
+"""The MAC-bound roofline of a compilation, per op and in total."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from toolkit import tables
+
+if TYPE_CHECKING:
+    from toolkit.pipeline import Compilation
+
+ROOFLINE_SCHEMA: tables.Schema = {
+    "op_id": tables.ID,               # null on the total row
+    "name": tables.STR,               # "total" on the total row
+    "kind": tables.STR,
+    "block": tables.STR,
+    "instances": tables.BIG,
+    "macs": tables.BIG,               # all instances
+    "ideal_cycles": tables.BIG,       # ceil(macs / (tiles * macs_per_cycle))
+    "est_compute_cycles": tables.BIG,  # the schedule's compute phases of the op, all instances
+    "efficiency": pl.Float64,          # ideal / est_compute (null when est is 0)
+}
+
+def roofline(compilation: Compilation) -> pl.DataFrame:
+    """MAC-bound ideal cycles per op and in total (ROOFLINE_SCHEMA, total row last).
+
+    MACs of a matmul = rows x cols x inner x groups per instance; the ideal
+    spreads every MAC over all ``target.tiles`` tiles at the FP16-partials AMP
+    rate (64 MAC/cycle/tile on ipu21). ``est_compute_cycles`` is the schedule's
+    estimate of the op's compute phases, for the ratio.
+    """
+    target = compilation.target
+    rate = target.amp_rate("f16", "f16").macs_per_cycle * target.tiles
+    sched = compilation.schedule
+    inst = sched.repeats.select("block", "instances")
+    est = (sched.phases.filter(pl.col("kind") == "compute").group_by("op_id")
+           .agg(pl.col("est_cycles").sum().alias("est_one")))
+    ops = (compilation.graph.ops.select("op_id", "name", "kind", "block", "rows", "cols", "inner", "groups")
+           .join(inst, on="block", how="left").join(est, on="op_id", how="left")
+           .with_columns(pl.col("instances").fill_null(1))
+           .with_columns(pl.when(pl.col("kind") == "matmul")
+                         .then(pl.col("rows") * pl.col("cols") * pl.col("inner") * pl.col("groups")
+                               * pl.col("instances")).otherwise(0).alias("macs"),
+                         (pl.col("est_one").fill_null(0) * pl.col("instances")).alias("est_compute_cycles")))
+    ops = ops.with_columns(((pl.col("macs") + rate - 1) // rate).alias("ideal_cycles"))
+    total = ops.select(pl.lit(None, tables.ID).alias("op_id"), pl.lit("total").alias("name"),
+                       pl.lit(None, tables.STR).alias("kind"), pl.lit(None, tables.STR).alias("block"),
+                       pl.col("instances").max(), pl.col("macs").sum(),
+                       ((pl.col("macs").sum() + rate - 1) // rate).alias("ideal_cycles"),
+                       pl.col("est_compute_cycles").sum())
+    cols = [c for c in ROOFLINE_SCHEMA if c != "efficiency"]
+    out = pl.concat([ops.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols}),
+                     total.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols})])
+    eff = pl.when(pl.col("est_compute_cycles") > 0).then(pl.col("ideal_cycles") / pl.col("est_compute_cycles"))
+    return out.with_columns(eff.cast(pl.Float64).alias("efficiency")).select(list(ROOFLINE_SCHEMA))

@@ -1,0 +1,199 @@
+"""The simulation proper: expanded BSP order, per-step durations, barriers, samples and activities.
+
+See :mod:`toolkit.simulate` for the timing rules.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from toolkit import tables
+from toolkit.errors import InvalidIRError, OptionError
+from toolkit.profile import Profile
+from toolkit.profile.model import WRAP
+from toolkit.simulate.calibration import apply_calibration, load_calibration
+
+if TYPE_CHECKING:
+    from toolkit.pipeline import Compilation
+    from toolkit.schedule import Schedule
+
+PHASE_ORDER_SCHEMA: tables.Schema = {
+    "event": tables.BIG,      # position in the expanded program = the profile's phase
+    "phase": tables.ID,       # schedule phase
+    "instance": tables.BIG,   # repeat instance (0 outside repeated blocks) = the profile's epoch
+    "kind": tables.STR, "name": tables.STR, "block": tables.STR,
+}
+INITIAL_SYNC = "initial_sync"
+
+Calibration = pl.DataFrame | str | os.PathLike[str]
+
+
+def simulate(compilation: Compilation, *, calibration: Calibration | None = None, base_cycle: int = 0) -> Profile:
+    """Simulate ``compilation`` cycle by cycle per (tile, step); see :mod:`toolkit.simulate` for the rules."""
+    if isinstance(base_cycle, bool) or not isinstance(base_cycle, int | np.integer) or not 0 <= base_cycle < WRAP:
+        msg = f"base_cycle={base_cycle!r} is not a 32-bit counter value; use an integer in [0, 2**32)"
+        raise OptionError(msg, field="base_cycle", value=base_cycle)
+    target = compilation.target
+    sched = compilation.schedule
+    sync = int(target.costs.sync_cycles)
+    cal = None
+    if calibration is not None:
+        cal = calibration if isinstance(calibration, pl.DataFrame) else load_calibration(calibration)
+    order = phase_order(sched)
+    compute = _compute_steps(sched.commands, cal)
+    exch, acts = _exchange_steps(compilation, target)
+    steps = compilation.tiles.steps.select("tile", "phase", "kind")
+    per_step = (steps.join(compute, on=["phase", "tile"], how="left")
+                .join(exch, on=["phase", "tile"], how="left")
+                .with_columns(
+                    pl.when(pl.col("kind") == "compute").then(pl.col("compute_cycles"))
+                    .when(pl.col("kind") == "exchange").then(pl.col("exchange_cycles"))
+                    .otherwise(pl.lit(sync, tables.BIG)).fill_null(0).alias("cycles"),
+                    pl.col("kernel").fill_null(""), pl.col("event_cycles").fill_null(0))
+                .select("tile", "phase", "kind", "kernel", "cycles", "event_cycles"))
+    # barriers: a phase lasts as long as its slowest tile; cumulative sums over the expanded order
+    length = per_step.group_by("phase").agg(pl.col("cycles").max().alias("length"))
+    order = (order.join(length, on="phase", how="left").sort("event")
+             .with_columns(pl.col("length").fill_null(0))
+             .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
+    timed = per_step.join(order.select("phase", "event", "instance", "name", "offset"), on="phase")
+    first = (timed.select(pl.col("tile").unique()).with_columns(
+        pl.lit(-1, tables.ID).alias("phase"), pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
+        pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("event_cycles"),
+        pl.lit(-1, tables.BIG).alias("event"), pl.lit(0, tables.BIG).alias("instance"),
+        pl.lit(INITIAL_SYNC).alias("name"), pl.lit(0, tables.BIG).alias("offset")))
+    # one int64 sort key per sample: (tile, event), the initial sync first
+    rows = (pl.concat([first, timed.select(first.columns)], how="vertical_relaxed")
+            .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)
+            .with_columns(pl.int_range(pl.len(), dtype=tables.BIG).alias("_row")))
+    tile = rows["tile"].to_numpy()
+    new_tile = np.r_[True, tile[1:] != tile[:-1]] if len(tile) else np.zeros(0, bool)
+    row = np.arange(len(tile))
+    rows = rows.with_columns(pl.Series("sample", row - row[new_tile][np.cumsum(new_tile) - 1], dtype=tables.BIG))
+    kind_name = {"compute": "compute", "exchange": "exchange", "sync": "synchronization"}
+    all_samples = rows.select(
+        "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").clip(0, None).alias("phase"),
+        pl.col("instance").alias("epoch"), pl.col("name").alias("operation"),
+        pl.col("kind").replace(kind_name), "kernel",
+        ((pl.col("offset") + base_cycle) % WRAP).alias("start_cycle"),
+        ((pl.col("offset") + pl.col("cycles") + base_cycle) % WRAP).alias("end_cycle"),
+        pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
+        .alias("exchange_event_cycles"),
+    ).cast(tables.SAMPLES_SCHEMA)
+    # activities in (sample row, start, receive before send) order, again through one int64 key
+    # activities: each exchange sample gathers its (tile, phase) slice of the sorted activity arrays
+    segments = (rows.filter(pl.col("kind") == "exchange").select("tile", "phase", "sample", "_row")
+                .join(exch.select("tile", "phase", "_first", "_count"), on=["tile", "phase"])
+                .sort("_row"))
+    activities = _activities(acts, segments)
+    return Profile(samples=all_samples, activities=activities, metadata=tables.empty(tables.METADATA_SCHEMA),
+                   clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
+
+
+def phase_order(schedule: Schedule) -> pl.DataFrame:
+    """The expanded program order (PHASE_ORDER_SCHEMA): each repeated block's phases once per instance."""
+    reps = schedule.repeats.select("block", "instances", pl.col("first_phase").alias("_anchor"))
+    return (schedule.phases.select("phase", "kind", "name", "block")
+            .join(reps, on="block", how="left")
+            .with_columns(pl.coalesce("_anchor", "phase").alias("_anchor"),
+                          pl.int_ranges(0, pl.col("instances").fill_null(1)).alias("instance"))
+            .explode("instance")
+            .sort("_anchor", "instance", "phase")
+            .with_columns(pl.int_range(pl.len()).alias("event"))
+            .select(list(PHASE_ORDER_SCHEMA)).cast(PHASE_ORDER_SCHEMA))
+
+
+# -- steps -------------------------------------------------------------------------------------------
+def _compute_steps(commands: pl.DataFrame, cal: pl.DataFrame | None) -> pl.DataFrame:
+    """(phase, tile) -> compute_cycles and main kernel (most cycles, then name)."""
+    cmd = commands.select("phase", "tile", "kernel", "rows", "cols", "inner", "groups", "est_cycles")
+    if cal is not None and cal.height:
+        cmd = apply_calibration(cmd, cal)
+    per_kernel = cmd.group_by("phase", "tile", "kernel").agg(pl.col("est_cycles").sum())
+    return (per_kernel.sort("est_cycles", "kernel", descending=[True, False])
+            .group_by("phase", "tile")
+            .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel").first()))
+
+
+def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Exchange timing in numpy over groups and receive rows.
+
+    Returns per (phase, tile) ``exchange_cycles`` (its last activity end) and
+    ``event_cycles`` (its last end - its first start), with ``_first``/``_count``:
+    the tile's slice of the activity arrays, which are sorted by (tile, phase,
+    start, receive before send).
+    """
+    ex = compilation.exchange
+    wb, bpc = target.word_bytes, target.exchange_bytes_per_cycle
+    frag, sync = target.costs.exchange_fragment_cycles, target.costs.sync_cycles
+    g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
+                                                                 "words", "packets")}
+    if ex.groups.height and not np.array_equal(ex.groups["group"].to_numpy(), np.arange(ex.groups.height)):
+        msg = "simulate: exchange groups must be numbered 0..n-1 in row order (as lower_exchanges makes them)"
+        raise InvalidIRError(msg)
+    dur = (g["words"] * wb + bpc - 1) // bpc + g["packets"] * frag
+    # a step lasts as long as its slowest group; steps follow each other; each pass after the first syncs first
+    width = int(g["step"].max()) + 1 if len(dur) else 1
+    skey, inv = np.unique(g["phase"] * width + g["step"], return_inverse=True)
+    slen = np.zeros(len(skey), np.int64)
+    np.maximum.at(slen, inv, dur)
+    spass = np.zeros(len(skey), np.int64)
+    np.maximum.at(spass, inv, g["pass"])
+    sphase = skey // width
+    new_phase = np.r_[True, sphase[1:] != sphase[:-1]] if len(skey) else np.zeros(0, bool)
+    before = np.cumsum(slen) - slen
+    at = before - before[new_phase][np.cumsum(new_phase) - 1] + spass * sync
+    gstart = at[inv]
+    rgroup = ex.passes["group"].to_numpy()
+    acts = {
+        "tile": np.r_[g["source"], ex.passes["tile"].to_numpy()].astype(np.int64),
+        "phase": np.r_[g["phase"], g["phase"][rgroup]],
+        "send": np.r_[np.ones(len(dur), np.int64), np.zeros(len(rgroup), np.int64)],
+        "fanout": np.r_[g["fanout"], g["fanout"][rgroup]],
+        "start_cycle": np.r_[gstart, gstart[rgroup]],
+        "end_cycle": np.r_[gstart + dur, (gstart + dur)[rgroup]],
+    }
+    keys = [acts["send"], acts["start_cycle"], acts["phase"], acts["tile"]]
+    bits = [max(int(k.max()).bit_length(), 1) if len(k) else 1 for k in keys]
+    if sum(bits) <= 63:  # one packed int64 key sorts much faster than a lexsort
+        packed, shift = np.zeros(len(keys[0]), np.int64), 0
+        for k, b in zip(keys, bits, strict=True):
+            packed |= k << shift
+            shift += b
+        order = np.argsort(packed, kind="stable")
+    else:
+        order = np.lexsort(keys)
+    acts = {k: v[order] for k, v in acts.items()}
+    tp = acts["tile"] * (int(acts["phase"].max()) + 1 if len(order) else 1) + acts["phase"]
+    first = np.flatnonzero(np.r_[True, tp[1:] != tp[:-1]]) if len(tp) else np.zeros(0, np.int64)
+    count = np.diff(np.r_[first, len(tp)])
+    last_end = np.maximum.reduceat(acts["end_cycle"], first) if len(tp) else np.zeros(0, np.int64)
+    first_start = np.minimum.reduceat(acts["start_cycle"], first) if len(tp) else np.zeros(0, np.int64)
+    per_tile = pl.DataFrame({
+        "phase": acts["phase"][first].astype(np.int32), "tile": acts["tile"][first].astype(np.int32),
+        "exchange_cycles": last_end, "event_cycles": last_end - first_start,
+        "_first": first.astype(np.int64), "_count": count.astype(np.int64),
+    })
+    return per_tile, acts
+
+
+def _activities(acts: dict[str, np.ndarray], segments: pl.DataFrame) -> pl.DataFrame:
+    """Gather the activity arrays per exchange sample: ``segments`` (tile, sample, _first, _count) in sample order."""
+    first = segments["_first"].to_numpy()
+    count = segments["_count"].to_numpy()
+    total = int(count.sum())
+    starts = np.cumsum(count) - count
+    idx = np.repeat(first - starts, count) + np.arange(total)
+    return pl.DataFrame({
+        "tile": pl.Series(np.repeat(segments["tile"].to_numpy(), count), dtype=tables.ID),
+        "sample": pl.Series(np.repeat(segments["sample"].to_numpy(), count), dtype=tables.BIG),
+        "kind": pl.Series(["receive", "send"], dtype=tables.STR).gather(acts["send"][idx]),
+        "fanout": pl.Series(acts["fanout"][idx], dtype=tables.BIG),
+        "paired": pl.Series(np.zeros(total, bool)),
+        "start_cycle": pl.Series(acts["start_cycle"][idx], dtype=tables.BIG),
+        "end_cycle": pl.Series(acts["end_cycle"][idx], dtype=tables.BIG),
+    }, schema=tables.ACTIVITIES_SCHEMA)
