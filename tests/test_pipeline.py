@@ -14,7 +14,8 @@ def test_compile_returns_every_stage(small):
     frames = small.frames()
     for name in ("graph.ops", "graph.tensors", "graph.repeats", "layout.candidates", "schedule.phases",
                  "schedule.commands", "schedule.transfers", "schedule.objects", "exchange.packets", "exchange.rows",
-                 "exchange.summary", "tiles.steps", "placement.placement", "placement.occupancy"):
+                 "exchange.summary", "tiles.steps", "package.objects", "package.summary", "package.images",
+                 "placement.placement", "placement.occupancy", "simulate.samples"):
         assert isinstance(frames[name], pl.DataFrame), name
     s = small.summary()
     assert s.height == 1
@@ -26,7 +27,8 @@ def test_compile_returns_every_stage(small):
 def test_progress_callback_sees_every_stage():
     seen = []
     toolkit.compile("mlp-small-repeat", options={"row_block": 36}, progress=lambda st, i, n: seen.append(st))
-    assert seen == ["graph", "layout", "schedule", "exchange", "tiles", "placement", "done"]
+    assert seen == ["graph", "layout", "schedule", "exchange", "tiles", "package", "placement", "placement",
+                    "simulate", "done"]
 
 
 def test_row_block_36_to_18_moves_launches_and_cycles():
@@ -59,3 +61,10 @@ def test_finalist_is_placed(small):
     c = small.layout.candidates
     assert c.filter(pl.col("chosen"))["placed"].item() is True
     assert small.placement.fits and small.summary()["placed"].item()
+
+
+def test_check_runs_when_asked():
+    c = toolkit.compile("mlp-small-repeat", options={"row_block": 36, "check": True})
+    assert c.check is not None and c.check.passed
+    assert 0 < c.check.max_abs_error < 0.05
+    assert "check.outputs" in c.frames() or any(k.startswith("check.") for k in c.frames())

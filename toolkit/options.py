@@ -36,6 +36,8 @@ class Options:
     beam_width: int = 4
     tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
     placement_time_limit: float = 2.0
+    simulate: bool = True                      # attach a simulated cycle profile
+    check: bool = False                        # run the functional check (slower)
     seed: int = 0
 
     def __post_init__(self) -> None:

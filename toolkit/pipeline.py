@@ -28,14 +28,17 @@ from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
 from toolkit.layout.search import params_of
 from toolkit.options import Options, as_options
+from toolkit.package import Package, package_images, size_package, verify_package
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
+from toolkit.profile import Profile
 from toolkit.schedule import Schedule, schedule
 from toolkit.schedule.verify import verify_schedule
 from toolkit.target import Target, ipu21
 from toolkit.tiles import TilePrograms, lower_tiles
 
 Progress = Callable[[str, int, int], None]
-STAGES = ("graph", "layout", "schedule", "exchange", "tiles", "placement")
+STAGES = ("graph", "layout", "schedule", "exchange", "tiles", "package", "placement", "simulate", "check")
+FRAME_STAGES = ("graph", "layout", "schedule", "exchange", "tiles", "package", "placement")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +53,30 @@ class Compilation:
     schedule: Schedule
     exchange: Exchange
     tiles: TilePrograms
+    package: Package
     placement: Placement
+    images: pl.DataFrame                 # package.IMAGES_SCHEMA: placed segments of every tile image
+    profile: Profile | None = None       # simulated cycle profile (options.simulate)
+    check: Any = None                    # toolkit.check.CheckResult (options.check)
     timings: dict[str, float] = field(default_factory=dict)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         """Every stage's DataFrames by name, prefixed with the stage (``schedule.transfers``)."""
         out: dict[str, pl.DataFrame] = {}
-        for stage in STAGES:
+        for stage in FRAME_STAGES:
             result = getattr(self, stage)
             named = result.frames() if hasattr(result, "frames") else {
                 f.name: getattr(result, f.name) for f in dataclasses.fields(result)
                 if isinstance(getattr(result, f.name), pl.DataFrame)}
             for name, df in named.items():
                 out[f"{stage}.{name}"] = df
+        out["package.images"] = self.images
+        if self.profile is not None:
+            for name in ("samples", "activities", "metadata"):
+                out[f"simulate.{name}"] = getattr(self.profile, name)
+        if self.check is not None:
+            for name, df in self.check.frames().items():
+                out[f"check.{name}"] = df
         return out
 
     def summary(self) -> pl.DataFrame:
@@ -151,17 +165,27 @@ def compile(
         sched = step("schedule", _scheduled, g, params, target, layout.tiles)
         exchange = step("exchange", _lowered, sched, target)
         tiles = step("tiles", lower_tiles, sched)
-        placement = step("placement", _placed, sched, target, opts)
+        package = step("package", size_package, sched, exchange, tiles, target)
+        placement = step("placement", _placed, sched, package, target, opts)
         placed[row["candidate_id"]] = placement.fits
         if best is None or placement.fits:
-            best = (row["candidate_id"], g, sched, exchange, tiles, placement)
+            best = (row["candidate_id"], g, sched, exchange, tiles, package, placement)
         if placement.fits:
             break
-    cid, g, sched, exchange, tiles, placement = best
+    cid, g, sched, exchange, tiles, package, placement = best
+    images = step("placement", _images, package, sched, placement, target)
     layout = layout.with_choice(cid, placed)
+    c = Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
+                    exchange=exchange, tiles=tiles, package=package, placement=placement, images=images,
+                    timings=timings)
+    if opts.simulate:
+        from toolkit.simulate import simulate
+        c = dataclasses.replace(c, profile=step("simulate", simulate, c))
+    if opts.check and placement.fits:
+        from toolkit.check import check
+        c = dataclasses.replace(c, check=step("check", check, c, seed=opts.seed))
     notify("done", len(STAGES), len(STAGES))
-    return Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
-                       exchange=exchange, tiles=tiles, placement=placement, timings=timings)
+    return c
 
 
 def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
@@ -176,7 +200,15 @@ def _lowered(sched: Schedule, target: Target) -> Exchange:
     return ex
 
 
-def _placed(sched: Schedule, target: Target, opts: Options) -> Placement:
-    p = place(sched.objects, target, PlacementOptions(search_seconds=opts.placement_time_limit))
-    verify_placement(sched.objects, p.placement, target)
+def _placed(sched: Schedule, package: Package, target: Target, opts: Options) -> Placement:
+    objects = pl.concat([sched.objects, package.objects])
+    p = place(objects, target, PlacementOptions(search_seconds=opts.placement_time_limit))
+    verify_placement(objects, p.placement, target)
     return p
+
+
+def _images(package: Package, sched: Schedule, placement: Placement, target: Target) -> pl.DataFrame:
+    images = package_images(package, sched.objects, placement.placement, target)
+    if placement.fits:
+        verify_package(images, target)
+    return images

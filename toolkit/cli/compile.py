@@ -57,6 +57,8 @@ def compile_cmd(
     try:
         graph = toolkit.build_graph(workload, batch=batch, blocks=blocks)
         options = dict(parse_option(o) for o in option)
+        if check:
+            options["check"] = True
         target = toolkit.load_target(target_file) if target_file else toolkit.ipu21()
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       console=Console(stderr=True), transient=True) as bar:
@@ -66,8 +68,7 @@ def compile_cmd(
                 bar.update(task, description=f"{workload}: {stage}", completed=index, total=total)
 
             c = toolkit.compile(graph, target=target, options=options, progress=progress)
-        profile = _simulate(c)
-        result = _check(c) if check else None
+        profile, result = c.profile, c.check
         if out is not None:
             write_case(c, out, profile=profile, check=result, overwrite=overwrite)
     except ToolkitError as exc:
@@ -85,19 +86,6 @@ def compile_cmd(
         show(pairs, f"{c.workload}: summary")
     if out is not None and not as_json:
         typer.echo(f"wrote {out}", err=True)
-
-
-def _simulate(c):
-    try:
-        from toolkit.simulate import simulate
-    except ImportError:  # the simulator is optional until it lands
-        return None
-    return simulate(c)
-
-
-def _check(c):
-    from toolkit.check import check
-    return check(c)
 
 
 @artifacts_app.command("check")
