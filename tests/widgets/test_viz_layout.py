@@ -23,7 +23,8 @@ def candidates() -> pl.DataFrame:
         "beam": [False] * n, "sched_cycles": [None] * n,
         "chosen": [True, False, False, False, False, False], "pareto": [True, False, True, True, False, False],
     }
-    return pl.DataFrame(cols, schema=CANDIDATES_SCHEMA)
+    return pl.DataFrame(cols).select(
+        pl.col(k).cast(t) if k in cols else pl.lit(None, dtype=t).alias(k) for k, t in CANDIDATES_SCHEMA.items())
 
 
 def layer_data(spec: dict, i: int) -> list[dict]:

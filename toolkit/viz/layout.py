@@ -15,7 +15,8 @@ import polars as pl
 from toolkit.errors import OptionError
 
 DEFAULT_MAX_ROWS = 5000
-PARAMETERS = ("row_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class", "fused_qkv")
+PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
+              "fused_qkv")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")
 _NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
 _TOOLTIP = ("candidate_id", *PARAMETERS, "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",

@@ -48,7 +48,7 @@ def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilati
 
 def pin_label(options: Options) -> str:
     """The layout pins of ``options`` as ``name=value`` (``searched`` when nothing is pinned)."""
-    pins = [f"{k}={getattr(options, k)}" for k in PARAMETERS if getattr(options, k) is not None]
+    pins = [f"{k}={getattr(options, k)}" for k in PARAMETERS if getattr(options, k, None) is not None]
     return ", ".join(pins) or "searched"
 
 
@@ -116,8 +116,9 @@ class LayoutExplorer:
         """Every row block's candidates under the current pins, ``chosen`` = the compiled layout."""
         opts = self.current_options()
         search = self._search(dataclasses.replace(opts, row_block=None, row_shard=None))
-        picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(PARAMETERS)
-        hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=PARAMETERS,
+        keys = [k for k in PARAMETERS if k in search.candidates.columns]
+        picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
+        hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=keys,
                                                     how="left", nulls_equal=True)
         return hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
 
