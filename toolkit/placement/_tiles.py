@@ -193,3 +193,28 @@ def occupancy(ptr, first, last, address, extent, interleaved, region, lo, hi):  
             out[rows, 7] = best
             rows += 1
     return out_tile[:rows], out[:rows]
+
+
+@njit(cache=True)
+def tile_keys(fields, local, starts, counts):  # pragma: no cover - compiled
+    """Two 64-bit keys per tile mixing every field of every object with its position in the tile."""
+    tiles = starts.shape[0]
+    out = np.zeros((tiles, 3), np.uint64)
+    m1 = np.uint64(0x100000001B3)
+    for t in range(tiles):
+        a = np.uint64(0)
+        b = np.uint64(0)
+        for i in range(starts[t], starts[t] + counts[t]):
+            h = np.uint64(0x243F6A8885A308D3)
+            for f in range(fields.shape[0]):
+                h = (h ^ np.uint64(fields[f, i])) * m1
+                h ^= h >> np.uint64(29)
+            k = np.uint64(local[i])
+            x = (h ^ (k * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
+            y = (h + k * np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)
+            a += x ^ (x >> np.uint64(31))
+            b ^= y ^ (y >> np.uint64(27))
+        out[t, 0] = a
+        out[t, 1] = b
+        out[t, 2] = np.uint64(counts[t])
+    return out

@@ -150,17 +150,10 @@ def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts
         grp = obj.select(pl.when(pl.col("group").is_not_null())
                          .then(pl.lit(pl.Series(local)).min().over("tile", "group")).fill_null(-1))
         fields.append(grp.to_series().to_numpy())
-    with np.errstate(over="ignore"):
-        h = np.full(len(local), 0x243F6A8885A308D3, np.uint64)
-        for f in fields:
-            h = (h ^ f.astype(np.int64).astype(np.uint64)) * np.uint64(0x100000001B3)
-            h ^= h >> np.uint64(29)
-        k = local.astype(np.uint64)
-        a = (h ^ (k * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
-        b = (h + k * np.uint64(0x94D049BB133111EB)) * np.uint64(0xD6E8FEB86659FD93)
-        a ^= a >> np.uint64(31)
-        b ^= b >> np.uint64(27)
-        key = np.stack([np.add.reduceat(a, starts), np.bitwise_xor.reduceat(b, starts), counts.astype(np.uint64)], 1)
+    table = np.empty((len(fields), len(local)), np.int64)
+    for k, f in enumerate(fields):
+        table[k] = f
+    key = T.tile_keys(table, local.astype(np.int64), starts.astype(np.int64), counts.astype(np.int64))
     return np.unique(key, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
 
