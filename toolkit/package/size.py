@@ -196,7 +196,8 @@ def size_package(schedule, exchange, tiles, target: Target, model: PackageModel 
                    .join(schedule.repeats.select("block", "instances"), on="block", how="left")
                    .with_columns(pl.col("instances").fill_null(1).cast(pl.Int64)))
     cmds = _commands(schedule, reg, model)
-    rows = exchange.rows.select("phase", "tile", "step", "role", "digest")
+    rows = exchange.rows.select("phase", "tile", "digest")
+    kept = _unique_rows(rows)
     steps = _steps(tiles.steps, cmds, rows, phase_block, model)
     active = tiles.per_tile.select("tile").sort("tile")
 
@@ -206,14 +207,14 @@ def size_package(schedule, exchange, tiles, target: Target, model: PackageModel 
     relocs = (schedule.relocations.join(schedule.objects.select("object_id", "tile"), on="object_id", how="inner")
               .select("block", "instance", "tile", "object_id", "repeat_index"))
     args = cmds.filter(pl.col("record")).select("command_id", "tile", "phase", "operands", "arg_bytes")
-    per_tile = _per_tile(active, steps, kernels, rows, args, relocs, cmds, row_bytes, model, target)
+    per_tile = _per_tile(active, steps, kernels, rows, kept, args, relocs, row_bytes, model, target)
 
     objects, ids = _objects(per_tile, kernels, args, relocs, next_id, final, model, target)
     relocations = (relocs.join(ids["relocations"], on="tile", how="left")
                    .sort("block", "instance", "tile", "object_id").cast(RELOCATIONS_SCHEMA)
                    .select(list(RELOCATIONS_SCHEMA)))
     arguments = _arguments(schedule.operands, ids["args"])
-    digests = _digests(objects, per_tile, kernels, ids, steps, cmds, rows)
+    digests = _digests(objects, per_tile, kernels, ids, steps, kept)
     per_tile = per_tile.join(_image_digests(digests, objects), on="tile", how="left")
     templates = _templates(schedule.repeats, steps, rows, args, relocs, phase_block, row_bytes, model)
     summary = _summary(per_tile, rows, templates, objects, digests, row_bytes, model)
@@ -288,7 +289,7 @@ def _up(expr: pl.Expr, align: int) -> pl.Expr:
     return (expr + align - 1) // align * align
 
 
-def _per_tile(active, steps, kernels, rows, args, relocs, cmds, row_bytes: int, model: PackageModel,
+def _per_tile(active, steps, kernels, rows, kept, args, relocs, row_bytes: int, model: PackageModel,
               target: Target) -> pl.DataFrame:
     loops = steps.filter(pl.col("instances") > 1).group_by("tile").agg(pl.col("block").n_unique().alias("loops"))
     parts = [
@@ -298,8 +299,8 @@ def _per_tile(active, steps, kernels, rows, args, relocs, cmds, row_bytes: int, 
             pl.len().cast(pl.Int64).alias("bodies"), pl.col("code_bytes").sum().alias("supervisor_code_bytes")),
         kernels.group_by("tile").agg(pl.len().cast(pl.Int64).alias("kernels"),
                                      pl.col("size_bytes").sum().alias("kernel_code_bytes")),
-        rows.group_by("tile").agg(pl.len().cast(pl.Int64).alias("rows"),
-                                  pl.col("digest").n_unique().cast(pl.Int64).alias("unique_rows")),
+        rows.group_by("tile").agg(pl.len().cast(pl.Int64).alias("rows")),
+        kept.group_by("tile").agg(pl.len().cast(pl.Int64).alias("unique_rows")),
         args.group_by("tile").agg(pl.len().cast(pl.Int64).alias("argument_records"),
                                   _up(pl.col("arg_bytes"), model.data_align).sum().alias("argument_bytes")),
         relocs.group_by("tile").agg(pl.len().cast(pl.Int64).alias("relocation_records")),
@@ -397,6 +398,16 @@ def _arguments(operands: pl.DataFrame, args_ids: pl.DataFrame) -> pl.DataFrame:
             .cast(ARGUMENTS_SCHEMA).select(list(ARGUMENTS_SCHEMA)))
 
 
+def _unique_rows(rows: pl.DataFrame) -> pl.DataFrame:
+    """Distinct (tile, digest) pairs, sorted: the rows each tile stores."""
+    tile = rows["tile"].to_numpy()
+    digest = rows["digest"].to_numpy()
+    order = np.lexsort((digest, tile))
+    t, d = tile[order], digest[order]
+    keep = np.r_[True, (t[1:] != t[:-1]) | (d[1:] != d[:-1])] if len(t) else np.zeros(0, bool)
+    return pl.DataFrame({"tile": pl.Series(t[keep], dtype=pl.Int32), "digest": pl.Series(d[keep], dtype=pl.UInt64)})
+
+
 # -- digests -------------------------------------------------------------------------------
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -444,11 +455,11 @@ def _per_tile_digest(df: pl.DataFrame, cols: list[str], name: str) -> pl.DataFra
     return pl.DataFrame({"tile": pl.Series(tiles, dtype=pl.Int32), name: pl.Series(d, dtype=pl.UInt64)})
 
 
-def _digests(objects, per_tile, kernels, ids, steps, cmds, rows) -> pl.DataFrame:
+def _digests(objects, per_tile, kernels, ids, steps, kept) -> pl.DataFrame:
     """Content digest of every package object (null where the content needs addresses: after placement)."""
     bodies = steps.unique(["tile", "body"]).sort("tile", "body")
     sup = _per_tile_digest(bodies, ["body", "code_bytes"], "supervisor")
-    row_d = _per_tile_digest(rows.unique(["tile", "digest"]).sort("tile", "digest"), ["digest"], "exchange_rows")
+    row_d = _per_tile_digest(kept, ["digest"], "exchange_rows")
     run = _per_tile_digest(steps.sort("tile", "index"), ["phase", "body", "slots"], "run_table")
     kern = kernels.with_columns(pl.Series("d", fnv(_text_code(kernels["kernel"]), kernels["size_bytes"]),
                                           dtype=pl.UInt64))
@@ -492,9 +503,12 @@ def _templates(repeats, steps, rows, args, relocs, phase_block, row_bytes: int, 
         pl.col("entry_bytes").sum()).join(
         inside.unique(["block", "tile", "body"]).group_by("block").agg(pl.col("code_bytes").sum()), on="block")
     st = st.select("block", "tiles", "steps", (pl.col("entry_bytes") + pl.col("code_bytes")).alias("step_bytes"))
-    rw = (rows.join(phase_block, on="phase").filter(pl.col("instances") > 1)
-          .unique(["block", "tile", "digest"]).group_by("block")
-          .agg(pl.len().cast(pl.Int64).alias("rows")))
+    blocks = phase_block.filter(pl.col("instances") > 1)
+    inner = rows.filter(pl.col("phase").is_in(blocks["phase"].implode())).join(blocks, on="phase")
+    none = pl.DataFrame(schema={"tile": pl.Int32, "digest": pl.UInt64, "block": pl.String})
+    rw = pl.concat([_unique_rows(inner.filter(pl.col("block") == b)).with_columns(pl.lit(b).alias("block"))
+                    for b in blocks["block"].unique().to_list()] or [none])
+    rw = rw.group_by("block").agg(pl.len().cast(pl.Int64).alias("rows"))
     ar = (args.join(phase_block, on="phase").filter(pl.col("instances") > 1).group_by("block")
           .agg(pl.len().cast(pl.Int64).alias("args"), _up(pl.col("arg_bytes"), model.data_align).sum()
                .alias("arg_bytes")))
