@@ -157,17 +157,23 @@ def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dic
         "start_cycle": np.r_[gstart, gstart[rgroup]],
         "end_cycle": np.r_[gstart + dur, (gstart + dur)[rgroup]],
     }
-    keys = [acts["send"], acts["start_cycle"], acts["phase"], acts["tile"]]
-    bits = [max(int(k.max()).bit_length(), 1) if len(k) else 1 for k in keys]
-    if sum(bits) <= 63:  # one packed int64 key sorts much faster than a lexsort
-        packed, shift = np.zeros(len(keys[0]), np.int64), 0
-        for k, b in zip(keys, bits, strict=True):
-            packed |= k << shift
+    names = ("send", "start_cycle", "phase", "tile")  # sort keys, least significant first
+    bits = [max(int(acts[k].max()).bit_length(), 1) if len(rgroup) + len(dur) else 1 for k in names]
+    if sum(bits) <= 63:  # one packed int64 key sorts much faster than a lexsort, and unpacks sorted keys cheaply
+        packed, shift = np.zeros(len(acts["tile"]), np.int64), 0
+        for k, b in zip(names, bits, strict=True):
+            packed |= acts[k] << shift
             shift += b
         order = np.argsort(packed, kind="stable")
+        packed = packed[order]
+        out, shift = {}, 0
+        for k, b in zip(names, bits, strict=True):
+            out[k] = (packed >> shift) & ((1 << b) - 1)
+            shift += b
+        acts = {**out, "fanout": acts["fanout"][order], "end_cycle": acts["end_cycle"][order]}
     else:
-        order = np.lexsort(keys)
-    acts = {k: v[order] for k, v in acts.items()}
+        order = np.lexsort([acts[k] for k in names])
+        acts = {k: v[order] for k, v in acts.items()}
     tp = acts["tile"] * (int(acts["phase"].max()) + 1 if len(order) else 1) + acts["phase"]
     first = np.flatnonzero(np.r_[True, tp[1:] != tp[:-1]]) if len(tp) else np.zeros(0, np.int64)
     count = np.diff(np.r_[first, len(tp)])
