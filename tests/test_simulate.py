@@ -332,3 +332,7 @@ def test_roofline(mlp, small_repeat) -> None:
     rr = roofline(small_repeat)
     assert rr.filter(name="total")["macs"].item() == 3 * 2 * 129 * 128 * 256
     assert rr.filter(name="mlp.fc1")["instances"].item() == 3
+    assert roofline(small_repeat, tiles=64).filter(name="total")["ideal_cycles"].item() == -(-3 * 2 * 129 * 128 * 256
+                                                                                            // (64 * 64))
+    with pytest.raises(OptionError, match=r"tiles=0 is not a positive number of tiles; use e.g. 1472"):
+        roofline(mlp, tiles=0)

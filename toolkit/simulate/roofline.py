@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from toolkit import tables
+from toolkit.errors import OptionError
 
 if TYPE_CHECKING:
     from toolkit.pipeline import Compilation
@@ -23,16 +24,22 @@ ROOFLINE_SCHEMA: tables.Schema = {
     "efficiency": pl.Float64,          # ideal / est_compute (null when est is 0)
 }
 
-def roofline(compilation: Compilation) -> pl.DataFrame:
+
+def roofline(compilation: Compilation, *, tiles: int | None = None) -> pl.DataFrame:
     """MAC-bound ideal cycles per op and in total (ROOFLINE_SCHEMA, total row last).
 
     MACs of a matmul = rows x cols x inner x groups per instance; the ideal
-    spreads every MAC over all ``target.tiles`` tiles at the FP16-partials AMP
-    rate (64 MAC/cycle/tile on ipu21). ``est_compute_cycles`` is the schedule's
-    estimate of the op's compute phases, for the ratio.
+    spreads every MAC over all ``target.tiles`` tiles (or ``tiles``, e.g. the
+    tiles a small program uses) at the FP16-partials AMP rate (64 MAC/cycle/tile
+    on ipu21). ``est_compute_cycles`` is the schedule's estimate of the op's
+    compute phases, for the ratio.
     """
     target = compilation.target
-    rate = target.amp_rate("f16", "f16").macs_per_cycle * target.tiles
+    n = target.tiles if tiles is None else tiles
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        msg = f"tiles={tiles!r} is not a positive number of tiles; use e.g. {target.tiles} (target '{target.name}')"
+        raise OptionError(msg, field="tiles", value=tiles)
+    rate = target.amp_rate("f16", "f16").macs_per_cycle * n
     sched = compilation.schedule
     inst = sched.repeats.select("block", "instances")
     est = (sched.phases.filter(pl.col("kind") == "compute").group_by("op_id")
