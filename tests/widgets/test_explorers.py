@@ -43,8 +43,8 @@ def test_row_block_slider_recompiles_and_redraws(explorer):
 
 def test_layout_controls_pin_the_compile(explorer):
     explorer.row_block.value = 36
-    shards = [v for _, v in explorer.row_shard.options if v is not None]
-    assert shards and None in [v for _, v in explorer.row_shard.options]
+    shards = [v for _, v in explorer.row_shard.options if v != "auto"]
+    assert shards and explorer.row_shard.options[0] == ("auto", "auto")
     explorer.inner_split.value = 2
     explorer.weight_class.value = "standard"
     chosen = explorer.compilation.layout.chosen
@@ -55,8 +55,9 @@ def test_layout_controls_pin_the_compile(explorer):
     assert set(cand["weight_class"].unique()) == {"standard"}
     assert cand["row_block"].n_unique() > 1                          # every row block, for the slider
     assert cand["chosen"].sum() == 1
-    explorer.weight_class.value = None
-    explorer.inner_split.value = None
+    explorer.weight_class.value = "auto"
+    explorer.inner_split.value = "auto"
+    assert explorer.current_options().inner_split is None
 
 
 def test_infeasible_pins_show_an_error_not_a_crash(explorer, monkeypatch):
@@ -71,7 +72,7 @@ def test_infeasible_pins_show_an_error_not_a_crash(explorer, monkeypatch):
     assert "inner_split=16: no layout candidate fits (3 tried)" in explorer.status.value
     assert explorer.pareto_chart.chart.to_dict() == good              # the last good chart stays
     monkeypatch.undo()
-    explorer.inner_split.value = None
+    explorer.inner_split.value = "auto"
     assert "firebrick" not in explorer.status.value
 
 
@@ -170,3 +171,12 @@ def test_profile_explorer_bad_input(args, kwargs, match):
 def test_setup_rejects_bad_max_rows():
     with pytest.raises(OptionError, match=r"max_rows=0 must be a positive number of rows"):
         toolkit.widgets.setup(max_rows=0)
+
+
+def test_layout_explorer_pins_set_the_controls():
+    ex = LayoutExplorer("mlp-small-repeat", row_block=36, inner_split=2, weight_class="standard")
+    assert (ex.row_block.value, ex.inner_split.value, ex.weight_class.value, ex.row_shard.value) == (
+        36, 2, "standard", "auto")
+    opts = ex.current_options()
+    assert (opts.row_block, opts.inner_split, opts.weight_class, opts.row_shard) == (36, 2, "standard", None)
+    assert ex.compared()["layout"].to_list() == ["row_block=36, inner_split=2, weight_class=standard"]

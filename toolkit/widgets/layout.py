@@ -30,7 +30,8 @@ from toolkit.widgets.render import chart_widget, html_table
 COMPARE_COLUMNS = ("est_cycles", "compute_cycles", "exchange_cycles", "sync_cycles", "launches", "kernel_calls",
                    "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
                    "inner_split", "weight_class", "fused_qkv")
-_PINS = ("row_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
+#: a dropdown choice that leaves the parameter to the search
+AUTO = ("auto", "auto")
 
 
 def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilation]) -> pl.DataFrame:
@@ -80,13 +81,13 @@ class LayoutExplorer:
                                            continuous_update=False)
         self.row_shard = w.Dropdown(description="row shard")
         self.inner_split = w.Dropdown(
-            options=[("auto", None), *((str(s), s) for s in sorted({*self.options.inner_splits, chosen.inner_split}))],
-            value=self.options.inner_split, description="inner split")
-        self.weight_class = w.Dropdown(options=[("auto", None), *((c, c) for c in WEIGHT_CLASSES)],
-                                       value=self.options.weight_class, description="weights")
+            options=[AUTO, *((str(s), s) for s in sorted({*self.options.inner_splits, chosen.inner_split}))],
+            value=_control(self.options.inner_split), description="inner split")
+        self.weight_class = w.Dropdown(options=[AUTO, *((c, c) for c in WEIGHT_CLASSES)],
+                                       value=_control(self.options.weight_class), description="weights")
         attention = params.get("kind") in ("attention", "encoder")
-        self.fused_qkv = w.Dropdown(options=[("auto", None), ("separate", False), ("fused", True)],
-                                    value=self.options.fused_qkv, description="QKV", disabled=not attention)
+        self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)],
+                                    value=_control(self.options.fused_qkv), description="QKV", disabled=not attention)
         self._pinned_row_block = self.options.row_block is not None
         self._set_shards(chosen.row_block, self.options.row_shard)
         self.status = w.HTML()
@@ -108,8 +109,8 @@ class LayoutExplorer:
         """The options the controls select (the row block counts as pinned once the slider moved)."""
         return dataclasses.replace(
             self.options, row_block=self.row_block.value if self._pinned_row_block else None,
-            row_shard=self.row_shard.value, inner_split=self.inner_split.value,
-            weight_class=self.weight_class.value, fused_qkv=self.fused_qkv.value)
+            row_shard=_pin(self.row_shard.value), inner_split=_pin(self.inner_split.value),
+            weight_class=_pin(self.weight_class.value), fused_qkv=_pin(self.fused_qkv.value))
 
     @property
     def candidates(self) -> pl.DataFrame:
@@ -152,7 +153,7 @@ class LayoutExplorer:
             return
         if change["owner"] is self.row_block:
             self._pinned_row_block = True
-            self._set_shards(self.row_block.value, self.row_shard.value)
+            self._set_shards(self.row_block.value, _pin(self.row_shard.value))
         self.update()
 
     def _set_shards(self, row_block: int, keep: int | None) -> None:
@@ -161,8 +162,8 @@ class LayoutExplorer:
         shards = sorted({max(1, math.ceil(n_r / d)) for d in (1, 2, 4, 8, 16, 32, 64)} | {1, 2})
         self._quiet = True
         try:
-            self.row_shard.options = [("auto", None), *((str(s), s) for s in shards)]
-            self.row_shard.value = keep if keep in shards else None
+            self.row_shard.options = [AUTO, *((str(s), s) for s in shards)]
+            self.row_shard.value = keep if keep in shards else AUTO[1]
         finally:
             self._quiet = False
 
@@ -183,3 +184,13 @@ class LayoutExplorer:
         from IPython.display import display
 
         display(self.widget)
+
+
+def _pin(value: Any) -> Any:
+    """A control value as an option pin (``auto`` searches)."""
+    return None if isinstance(value, str) and value == AUTO[1] else value
+
+
+def _control(pin: Any) -> Any:
+    """An option pin as a control value."""
+    return AUTO[1] if pin is None else pin

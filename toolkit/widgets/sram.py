@@ -41,10 +41,10 @@ class SramExplorer:
         self.tile = w.IntSlider(value=start, min=0, max=self.target.tiles - 1, description="tile",
                                 continuous_update=False)
         self.busiest = w.Dropdown(
-            options=[("busiest tiles ...", None),
+            options=[("busiest tiles ...", -1),
                      *((f"tile {t}: {b:,} B ({p:.1f}%)", t)
                        for t, b, p in busiest.select("tile", "peak_bytes", "percent").iter_rows())],
-            value=None, description="pick")
+            value=-1, description="pick")
         self.color = w.Dropdown(options=list(MAP_COLORS), value=color, description="colour by")
         self.status = w.HTML()
         self.heatmap = chart_widget(occupancy_heatmap(occ, self.target, failures=compilation.placement.failures))
@@ -78,7 +78,7 @@ class SramExplorer:
         return self.compilation.schedule.objects, p.placement, p.occupancy
 
     def _picked(self, change: dict) -> None:
-        if change["new"] is not None:
+        if change["new"] >= 0:
             self.tile.value = int(change["new"])
 
     def _clicked(self, change: dict) -> None:
