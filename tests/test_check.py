@@ -237,3 +237,12 @@ def test_staging_window_on_a_live_weight_fails(small) -> None:
     assert not r.passed
     assert "weight1 of op 'mlp.fc1' (tensor 'mlp.fc1.weight'" in r.message
     assert f"tile {stage['tile']}" in r.message
+
+
+def test_inner_split_partials_reduce_and_waves() -> None:
+    c = toolkit.compile("mlp-small-repeat", options={"inner_split": 2, "row_shard": 2})
+    kernels = set(c.schedule.commands["kernel"])
+    assert {"amp_matmul_f32", "reduce"} <= kernels
+    r = check(c)
+    assert r.passed, r.message
+    assert r.max_abs_error < 0.02

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit.check.kernels import one_blas_thread
 from toolkit.check.reference import Data, make_data, run_reference, tensor3
 from toolkit.check.run import (
     Tables,
@@ -122,7 +123,8 @@ def check(compilation: Any, seed: int = 0, *, scale: int = -4, partials: str | N
     tables = build_tables(sched, graph)
     _load(sram, tables, sched, graph, data)
     runner = _Runner(compilation, sram, tables, ref, scale, partials, tolerance)
-    runner.run()
+    with one_blas_thread():
+        runner.run()
     outputs, worst = runner.outputs()
     operands = runner.operand_frame()
     return _result(outputs, worst, operands, time.perf_counter() - start, seed, scale, tolerance)
@@ -338,7 +340,8 @@ class _Runner:
                     pl.col("object_id").first().alias("worst_object"),
                     pl.col("address").first().alias("worst_address")))
         rank = {"input0": 0, "input1": 1, "weight1": 2, "weight2": 3, "output": 4}  # reads before the write
-        return agg.sort("seq", pl.col("operand").replace_strict(rank, default=5)).select(list(OPERANDS_CHECK_SCHEMA)).cast(OPERANDS_CHECK_SCHEMA)
+        agg = agg.sort("seq", pl.col("operand").replace_strict(rank, default=5))
+        return agg.select(list(OPERANDS_CHECK_SCHEMA)).cast(OPERANDS_CHECK_SCHEMA)
 
     def outputs(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Graph outputs read back from SRAM after the last phase, with the worst elements."""

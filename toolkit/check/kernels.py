@@ -17,7 +17,11 @@ output object's element type (FP16, or FP32 for partials).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ctypes
+import glob
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +107,43 @@ RULES: dict[str, Rule] = {
     "softmax": softmax,
     "add": add,
 }
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run numpy's OpenBLAS on one thread inside the block, then restore its thread count.
+
+    The check multiplies thousands of small per-tile matrices; OpenBLAS threads
+    on each tiny GEMM cost far more than they gain (measured 15x wall on a
+    loaded 2-core machine). A no-op when numpy's OpenBLAS cannot be found.
+    """
+    get, put = _openblas_threads()
+    if get is None:
+        yield
+        return
+    old = get()
+    put(1)
+    try:
+        yield
+    finally:
+        put(old)
+
+
+def _openblas_threads():
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "")):
+            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                get.restype = ctypes.c_int
+                put.argtypes = [ctypes.c_int]
+                return get, put
+    return None, None
 
 
 def rule_name(kernel: str, op_name: str, has_weights: bool) -> str:
