@@ -147,8 +147,10 @@ def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_bl
     if picked.height == 0:
         return [head, "no candidate chosen"]
     p = picked.row(0, named=True)
-    params = " ".join(f"{k}={p[k]}" for k in PARAMETERS if k in p and p[k] is not None)
-    line = f"chosen: {params}: {p['est_cycles']:,} cycles, {p['peak_live_bytes']:,} B"
+    same = {"stream_block": p.get("row_block")}  # a stream block equal to the row block says nothing new
+    params = " ".join(f"{k}={p[k]}" for k in PARAMETERS
+                      if k in p and p[k] is not None and (k not in same or p[k] != same[k]))
+    lines = [head, f"chosen: {params}: {p['est_cycles']:,} cycles, {p['peak_live_bytes']:,} B"]
     if row_block is not None:
-        line += f" (showing row_block={row_block})"
-    return [head, line]
+        lines.append(f"showing row_block={row_block}")
+    return lines
