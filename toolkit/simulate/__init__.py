@@ -10,7 +10,10 @@ cost calibration); returns a :class:`~toolkit.profile.Profile` with
   repeats) and ``epoch`` is the repeat instance (0 outside blocks).
 - Every tile that has a step gets one sample per step per instance (tiles
   idle in a phase have no sample: idle is derived by :func:`toolkit.profile.idle`),
-  plus a first sample: the initial sync barrier, ``sync_cycles`` long, phase 0.
+  plus a first sample: the initial sync barrier (operation ``initial_sync``),
+  ``sync_cycles`` long, sharing phase 0 with the program's first phase.
+  Samples are sorted by tile then sample; activities by tile, sample, start
+  offset, receive before send.
 - compute: duration = the sum of the tile's commands' ``est_cycles`` in the
   phase (or their calibrated cost); ``kernel`` = the kernel with the most cycles
   on the tile in that phase; ``operation`` = the phase's op name.
@@ -37,7 +40,7 @@ and columns on the tile, inner length K) and ``reduce`` (inner = partials summed
 ``[rows, cols]`` for every other kernel (layernorm, gelu, softmax, add, copy, ...).
 A matching command costs ``median * groups`` cycles; unmatched commands keep
 the cost model's ``est_cycles``. Cycles are taken as they are (the database's
-``clockHz`` is recorded, not used to rescale).
+``clockHz`` is validated, not used to rescale; ``target`` and ``buildId`` are not checked).
 
 :func:`roofline` gives the MAC-bound ideal per op and in total: MACs /
 (target tiles x AMP MACs per cycle per tile, FP16 partials).
