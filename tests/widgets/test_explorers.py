@@ -180,3 +180,9 @@ def test_layout_explorer_pins_set_the_controls():
     opts = ex.current_options()
     assert (opts.row_block, opts.inner_split, opts.weight_class, opts.row_shard) == (36, 2, "standard", None)
     assert ex.compared()["layout"].to_list() == ["row_block=36, inner_split=2, weight_class=standard"]
+
+
+def test_phase_bars_keep_numeric_phase_order():
+    ex = ProfileExplorer(synthetic_profile(tiles=4, samples_per_tile=40, seed=2))
+    order = ex.bars_chart.chart.to_dict()["encoding"]["y"]["sort"]
+    assert order == sorted(order, key=int) and "12" in order

@@ -73,7 +73,8 @@ def phase_bars(query_frame: pl.DataFrame, metric: str = "phase_cycles", max_rows
         raise OptionError(msg, field="max_rows", value=max_rows)
     key = query_frame.columns[0]
     data = query_frame.with_columns(pl.col(key).cast(pl.String).alias(key))
-    sort = "ascending" if key in ("phase", "tile") else "-x"
+    # phases and tiles keep the query's numeric order (their keys are strings here, which would sort 0, 1, 12, 2)
+    sort = data[key].to_list() if key in ("phase", "tile") else "-x"
     return alt.Chart(data, title=f"{metric} by {key}").mark_bar().encode(
         x=alt.X(f"{metric}:Q", title=metric.replace("_", " ")),
         y=alt.Y(f"{key}:N", sort=sort, title=key),
