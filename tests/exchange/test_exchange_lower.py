@@ -75,7 +75,7 @@ def test_golden_plan_rows() -> None:
     assert recv1 == [1, step, 0, 25, 0, 0, 1, 2, 0b111]
     assert recv2 == recv1  # identical rows on tiles 1 and 2 share one digest
     assert rows["digest"][0] == rows["digest"][1]
-    assert all(len(w) == 9 for w in ex.rows["words"].to_list())
+    assert ex.rows.schema["words"] == pl.Array(pl.UInt32, 9)
 
 
 def test_est_cycles_model() -> None:
@@ -86,9 +86,10 @@ def test_est_cycles_model() -> None:
     assert s["est_cycles"] == 100 + 2 * 160
 
 
-def test_wider_plan_rows_are_zero_padded_and_narrow_ones_refused() -> None:
-    ex = lower_exchanges(golden(), IPU.replace(plan_row_words=12))
-    assert {len(w) for w in ex.rows["words"].to_list()} == {12}
+def test_wider_plan_rows_keep_the_nine_fields_and_narrow_ones_refused() -> None:
+    wide = lower_exchanges(golden(), IPU.replace(plan_row_words=12))
+    assert dict(wide.rows.schema) == ROWS_SCHEMA  # words past the ninth are zero and not stored
+    assert wide.rows.equals(lower_exchanges(golden(), IPU).rows)
     with pytest.raises(OptionError, match=r"plan_row_words=8 is too small"):
         lower_exchanges(golden(), IPU.replace(plan_row_words=8))
 

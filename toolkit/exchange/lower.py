@@ -27,8 +27,10 @@ word  send row        receive row
 8     flags: bit 0 staged, bit 1 first fragment, bit 2 last fragment, bits 8.. pass
 ====  ==============  =====================================================
 
-Words past the ninth (a target with a larger ``plan_row_words``) are zero.
-Identical rows are deduplicated by a 64-bit FNV-1a digest of their words.
+The ``words`` column holds the nine defined words as a fixed-width array; a
+target with a larger ``plan_row_words`` stores zeros past them (sizes use
+``plan_row_words``). Identical rows are deduplicated by a 64-bit FNV-1a digest
+of their words.
 
 Cycle model (``est_cycles`` per phase): a step lasts as long as its slowest
 group, ``ceil(words * word_bytes / exchange_bytes_per_cycle) + packets *
@@ -47,7 +49,14 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import OptionError
-from toolkit.exchange.packets import check_transfers, fragment, packets_of, passes_of
+from toolkit.exchange.packets import (
+    check_transfers,
+    dense_rank_sorted,
+    fragment,
+    packets_of,
+    passes_of,
+    sort_order,
+)
 from toolkit.exchange.steps import colour_groups, lane_bound
 from toolkit.tables import BIG, ID, STR, frame
 from toolkit.target import Target
@@ -78,7 +87,7 @@ ROWS_SCHEMA = {
     "role": STR,                       # send | receive
     "step": ID, "pass": ID,
     "object_id": BIG,                  # the object word 5's offset is relative to
-    "words": pl.List(pl.UInt32),       # plan_row_words 32-bit words
+    "words": pl.Array(pl.UInt32, 9),   # the 9 defined 32-bit words (words past them are zero)
     "digest": pl.UInt64,               # FNV-1a over the words; equal digests share one stored row
 }
 SUMMARY_SCHEMA = {
@@ -102,7 +111,7 @@ def lower_exchanges(transfers: pl.DataFrame, target: Target) -> Exchange:
     gpass[passes["group"].to_numpy()] = passes["pass"].to_numpy()
     step, bounds = _assign(groups, passes, gpass)
     groups = groups.with_columns(pl.Series("pass", gpass, dtype=ID), pl.Series("step", step, dtype=ID))
-    rows = _plan_rows(groups, passes, step, target)
+    rows = _plan_rows(groups, passes, step)
     summary = _summary(t, groups, packets, passes, rows, bounds, target)
     return Exchange(groups=groups, packets=packets, passes=passes, rows=rows, summary=summary)
 
@@ -110,79 +119,96 @@ def lower_exchanges(transfers: pl.DataFrame, target: Target) -> Exchange:
 def _assign(groups: pl.DataFrame, passes: pl.DataFrame, gpass: np.ndarray) -> tuple[np.ndarray, pl.DataFrame]:
     """Steps per group: colour each (phase, pass) on its own, then offset passes in order within the phase."""
     n = groups.height
-    gphase = groups["phase"].to_numpy().astype(np.int64)
+    gphase = groups["phase"].to_numpy()
     gsrc = groups["source"].to_numpy().astype(np.int64)
+    grank = dense_rank_sorted(gphase)                     # groups are in phase order
     rgroup = passes["group"].to_numpy()
     rtile = passes["tile"].to_numpy().astype(np.int64)
-    gorder = np.lexsort((np.arange(n), gpass, gphase))
-    rorder = np.lexsort((rgroup, gpass[rgroup], gphase[rgroup]))
-    gkey = np.stack([gphase[gorder], gpass[gorder]], axis=1)
-    gcut = np.flatnonzero(np.r_[True, np.any(np.diff(gkey, axis=0) != 0, axis=1), True])
-    rkey = np.stack([gphase[rgroup[rorder]], gpass[rgroup[rorder]]], axis=1)
-    rcut = np.flatnonzero(np.r_[True, np.any(np.diff(rkey, axis=0) != 0, axis=1), True])
+    npass = int(gpass.max()) + 1 if n else 1
+    gkey = grank * npass + gpass
+    gorder = sort_order([gkey])                           # (phase, pass, group)
+    rorder = sort_order([gkey[rgroup]])                   # stable: keeps (tile, group) order within a problem
+    gk, rk = gkey[gorder], gkey[rgroup[rorder]]
+    gcut = np.flatnonzero(np.r_[True, gk[1:] != gk[:-1], True]) if n else np.zeros(1, dtype=np.int64)
+    keys = gk[gcut[:-1]]
+    rcut = np.searchsorted(rk, np.r_[keys, np.iinfo(np.int64).max])
     local = np.zeros(n, dtype=np.int64)
-    keys = gkey[gcut[:-1]] if n else np.zeros((0, 2), dtype=np.int64)
     nsteps = np.zeros(len(keys), dtype=np.int64)
     bound = np.zeros(len(keys), dtype=np.int64)
     for i in range(len(keys)):  # one colouring per (phase, pass): the passes are independent problems
         gsl = gorder[gcut[i]:gcut[i + 1]]
         rsl = rorder[rcut[i]:rcut[i + 1]]
-        dense = np.searchsorted(gsl, rgroup[rsl])  # gsl is ascending within a slice
+        dense = rgroup[rsl] - gsl[0] if gsl[-1] - gsl[0] == len(gsl) - 1 else np.searchsorted(gsl, rgroup[rsl])
         colour = colour_groups(dense, gsrc[gsl], rtile[rsl])
         local[gsl] = colour
         nsteps[i] = int(colour.max()) + 1
         bound[i] = lane_bound(dense, gsrc[gsl], rtile[rsl])
-    new_phase = np.r_[True, keys[1:, 0] != keys[:-1, 0]] if len(keys) else np.zeros(0, dtype=bool)
+    kphase = keys // npass
+    new_phase = np.r_[True, kphase[1:] != kphase[:-1]] if len(keys) else np.zeros(0, dtype=bool)
     csum = np.cumsum(nsteps)
     start = np.flatnonzero(new_phase)
     offset = csum - nsteps - (csum[start] - nsteps[start])[np.cumsum(new_phase) - 1]
     slot = np.zeros(n, dtype=np.int64)
     slot[gorder] = np.repeat(np.arange(len(keys)), np.diff(gcut))
     step = local + offset[slot] if n else local
-    per_pass = pl.DataFrame({"phase": keys[:, 0], "pass": keys[:, 1], "steps": nsteps, "lower_bound": bound})
+    first_group = gorder[gcut[:-1]]
+    per_pass = pl.DataFrame({"phase": gphase[first_group].astype(np.int64), "pass": keys % npass,
+                             "steps": nsteps, "lower_bound": bound})
     return step, per_pass
 
 
-def _plan_rows(groups: pl.DataFrame, passes: pl.DataFrame, step: np.ndarray, target: Target) -> pl.DataFrame:
+def _plan_rows(groups: pl.DataFrame, passes: pl.DataFrame, step: np.ndarray) -> pl.DataFrame:
+    ng = groups.height
     g = {c: groups[c].to_numpy() for c in ("phase", "group", "source", "fanout", "words", "packets",
-                                           "src_offset", "fragment", "size_bytes", "byte_offset", "pass")}
-    last = np.r_[groups["transfer_id"].to_numpy()[1:] != groups["transfer_id"].to_numpy()[:-1], True]
+                                           "src_offset", "fragment", "pass")}
+    gtid = groups["transfer_id"].to_numpy()
+    last = np.r_[gtid[1:] != gtid[:-1], True][:ng]
     rgrp = passes["group"].to_numpy()
-    staged_any = np.zeros(groups.height, dtype=bool)
-    staged_any[rgrp[passes["staged_bytes"].to_numpy() > 0]] = True
+    rtile = passes["tile"].to_numpy()
+    r_staged = passes["staged_bytes"].to_numpy() > 0
+    staged_any = np.zeros(ng, dtype=bool)
+    staged_any[rgrp[r_staged]] = True
     flags_g = ((g["fragment"] == 0).astype(np.int64) << 1) | (last.astype(np.int64) << 2) | (g["pass"] << 8)
     # a unicast send names its destination; look it up from the receive rows
-    single_dest = np.full(groups.height, NONE_WORD, dtype=np.int64)
+    single_dest = np.full(ng, NONE_WORD, dtype=np.int64)
     uni = g["fanout"][rgrp] == 1
-    single_dest[rgrp[uni]] = passes["tile"].to_numpy()[uni]
-    send = np.stack([
-        np.full(groups.height, ROLE_SEND), step, single_dest, g["words"], np.full(groups.height, NONE_WORD),
-        g["src_offset"], g["packets"], g["fanout"], flags_g | staged_any,
-    ], axis=1)
-    r_staged = passes["staged_bytes"].to_numpy() > 0
-    stag_off = passes["staging_offset"].fill_null(NONE_WORD).to_numpy()
-    recv = np.stack([
-        np.full(len(rgrp), ROLE_RECEIVE), step[rgrp], g["source"][rgrp], g["words"][rgrp], stag_off,
-        passes["dst_offset"].to_numpy(), g["packets"][rgrp], g["fanout"][rgrp], flags_g[rgrp] | r_staged,
-    ], axis=1)
-    words = np.concatenate([send, recv]).astype(np.uint64) & np.uint64(NONE_WORD)
-    if target.plan_row_words > ROW_FIELDS:
-        words = np.pad(words, ((0, 0), (0, target.plan_row_words - ROW_FIELDS)))
-    digest = _fnv1a(words)
-    words32 = words.astype(np.uint32)
-    rows = frame({
-        "phase": np.r_[g["phase"], g["phase"][rgrp]],
-        "tile": np.r_[g["source"], passes["tile"].to_numpy()],
-        "group": np.r_[g["group"], rgrp],
-        "role": pl.Series(np.r_[np.zeros(len(send), dtype=np.int8), np.ones(len(recv), dtype=np.int8)])
-        .replace_strict({0: "send", 1: "receive"}, return_dtype=pl.String),
-        "step": np.r_[step, step[rgrp]],
-        "pass": np.r_[g["pass"], g["pass"][rgrp]],
-        "object_id": pl.concat([groups["src_object"], passes["dst_object"]]),
-        "words": pl.Series("words", words32).cast(pl.List(pl.UInt32)) if len(words32) else [],
-        "digest": digest,
+    single_dest[rgrp[uni]] = rtile[uni]
+    nr = len(rgrp)
+    words = np.empty((ng + nr, ROW_FIELDS), dtype=np.uint32)
+    send, recv = words[:ng], words[ng:]
+    send[:, 0] = ROLE_SEND
+    send[:, 1] = step
+    send[:, 2] = single_dest
+    send[:, 3] = g["words"]
+    send[:, 4] = NONE_WORD
+    send[:, 5] = g["src_offset"]
+    send[:, 6] = g["packets"]
+    send[:, 7] = g["fanout"]
+    send[:, 8] = flags_g | staged_any
+    recv[:, 0] = ROLE_RECEIVE
+    recv[:, 1] = step[rgrp]
+    recv[:, 2] = g["source"][rgrp]
+    recv[:, 3] = g["words"][rgrp]
+    recv[:, 4] = passes["staging_offset"].fill_null(NONE_WORD).to_numpy()
+    recv[:, 5] = passes["dst_offset"].to_numpy()
+    recv[:, 6] = g["packets"][rgrp]
+    recv[:, 7] = g["fanout"][rgrp]
+    recv[:, 8] = flags_g[rgrp] | r_staged
+    phase = np.r_[g["phase"], g["phase"][rgrp]]
+    tile = np.r_[g["source"], rtile].astype(np.int64)
+    rstep = np.r_[step, step[rgrp]].astype(np.int64)
+    role = np.r_[np.zeros(ng, dtype=np.int64), np.ones(nr, dtype=np.int64)]
+    grp = np.r_[g["group"], rgrp]
+    # (phase, step, tile, role) is unique per row (one send and one receive per tile and step)
+    order = sort_order([phase - phase.min() if len(phase) else phase, rstep, tile, role])
+    words = words[order]
+    obj = pl.concat([groups["src_object"], passes["dst_object"]]).gather(order)
+    return frame({
+        "phase": phase[order], "tile": tile[order], "group": grp[order],
+        "role": pl.Series(role[order]).replace_strict({0: "send", 1: "receive"}, return_dtype=pl.String),
+        "step": rstep[order], "pass": np.r_[g["pass"], g["pass"][rgrp]][order],
+        "object_id": obj, "words": words, "digest": _fnv1a(words),
     }, ROWS_SCHEMA, what="exchange plan rows")
-    return rows.sort("phase", "step", "tile", "role", maintain_order=True)
 
 
 def _fnv1a(words: np.ndarray) -> np.ndarray:
@@ -190,7 +216,8 @@ def _fnv1a(words: np.ndarray) -> np.ndarray:
     prime = np.uint64(0x100000001B3)
     with np.errstate(over="ignore"):
         for j in range(words.shape[1]):
-            h = (h ^ words[:, j]) * prime
+            h ^= words[:, j]
+            h *= prime
     return h
 
 
@@ -202,12 +229,17 @@ def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passe
         ((pl.col("words") * wb + bpc - 1) // bpc + pl.col("packets").cast(BIG) * frag_cycles).alias("_cycles"))
         .group_by("phase", "step").agg(pl.col("_cycles").max())
         .group_by("phase").agg(pl.col("_cycles").sum()))
+    # receive lanes: passes are sorted by (phase, tile, ...), so (phase, tile) runs are contiguous
+    ph, tl = passes["phase"].to_numpy(), passes["tile"].to_numpy()
+    cut = np.flatnonzero(np.r_[True, (ph[1:] != ph[:-1]) | (tl[1:] != tl[:-1])]) if len(ph) else np.zeros(0, int)
+    recv_load = pl.DataFrame({"phase": ph[cut], "len": np.diff(np.r_[cut, len(ph)])})
     unstaged = pl.concat([
-        groups.group_by("phase", "source").len().select("phase", "len"),
-        passes.group_by("phase", "tile").len().select("phase", "len"),
+        groups.group_by("phase", "source").len().select("phase", pl.col("len").cast(pl.Int64)),
+        recv_load.with_columns(pl.col("phase").cast(ID), pl.col("len").cast(pl.Int64)),
     ]).group_by("phase").agg(pl.col("len").max().alias("unstaged_bound"))
+    first_row = np.flatnonzero(np.r_[True, np.diff(t["transfer_id"].to_numpy()) != 0]) if t.height else []
     parts = [
-        t.group_by("phase").agg(pl.col("transfer_id").n_unique().alias("transfers")),
+        t[first_row].group_by("phase").agg(pl.len().alias("transfers")),
         groups.group_by("phase").agg(
             pl.len().alias("groups"), (pl.col("fanout") > 1).sum().alias("multicast_groups"),
             pl.col("words").sum(), (pl.col("words") * pl.col("fanout")).sum().alias("delivered_words"),

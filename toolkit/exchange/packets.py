@@ -85,15 +85,18 @@ def stage_passes(transfers: pl.DataFrame, target: Target) -> pl.DataFrame:
 
 # -- steps of the lowering ----------------------------------------------------
 def fragment(t: pl.DataFrame, target: Target) -> pl.DataFrame:
-    """One row per group (GROUPS_SCHEMA) from checked transfers."""
+    """One row per group (GROUPS_SCHEMA) from checked transfers (sorted, so each transfer's rows are adjacent)."""
     wb = target.word_bytes
     fw = _fragment_words(target)
-    per = (t.group_by("transfer_id", maintain_order=True)
-           .agg(pl.col(*_PER_TRANSFER).first(), pl.len().alias("fanout")))
-    size = per["size_bytes"].to_numpy()
+    first_row, fanout = transfer_runs(t)
+
+    def per(name: str) -> np.ndarray:
+        return t[name].to_numpy()[first_row]
+
+    size = per("size_bytes")
     words = -(-size // wb)
     nfrag = -(-words // fw)
-    rep = np.repeat(np.arange(per.height), nfrag)
+    rep = np.repeat(np.arange(len(first_row)), nfrag)
     frag = ranks(nfrag)
     word_off = frag * fw
     fwords = np.minimum(fw, words[rep] - word_off)
@@ -101,17 +104,20 @@ def fragment(t: pl.DataFrame, target: Target) -> pl.DataFrame:
     fbytes = np.minimum(fw * wb, size[rep] - byte_off)
     first, pmax = target.first_packet_max_words, target.packet_max_words
     npk = 1 + -(-np.maximum(fwords - first, 0) // pmax)
-
-    def col(name: str) -> np.ndarray:
-        return per[name].to_numpy()[rep]
-
-    src_off = per["src_offset"].to_numpy()[rep] + byte_off
     return frame({
-        "phase": col("phase"), "group": np.arange(len(rep)), "transfer_id": col("transfer_id"),
-        "fragment": frag, "source": col("source"), "fanout": col("fanout"), "byte_offset": byte_off,
-        "size_bytes": fbytes, "words": fwords, "packets": npk, "src_offset": src_off,
-        "src_object": per["src_object"].gather(rep),
+        "phase": per("phase")[rep], "group": np.arange(len(rep)), "transfer_id": per("transfer_id")[rep],
+        "fragment": frag, "source": per("source")[rep], "fanout": fanout[rep], "byte_offset": byte_off,
+        "size_bytes": fbytes, "words": fwords, "packets": npk,
+        "src_offset": per("src_offset")[rep] + byte_off,
+        "src_object": t["src_object"].gather(first_row[rep]),
     }, GROUPS_SCHEMA, what="exchange groups")
+
+
+def transfer_runs(t: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """First row and row count (fanout) of every transfer of a checked, sorted transfers frame."""
+    tid = t["transfer_id"].to_numpy()
+    first_row = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]]) if len(tid) else np.zeros(0, dtype=np.int64)
+    return first_row, np.diff(np.r_[first_row, len(tid)])
 
 
 def packets_of(groups: pl.DataFrame, target: Target) -> pl.DataFrame:
@@ -131,53 +137,78 @@ def packets_of(groups: pl.DataFrame, target: Target) -> pl.DataFrame:
 
 
 def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataFrame:
-    """Receive rows (one per group and destination) with their staging pass and window offset."""
+    """Receive rows (one per group and destination) with their staging pass and window offset.
+
+    Rows come out sorted by (phase, tile, pass, group). Only transfers cut into
+    several fragments are expanded; the ordering is one integer sort of packed keys.
+    """
     window = target.staging_window_bytes
     wb = target.word_bytes
-    recv = (groups.select("phase", "group", "transfer_id", "fragment", "byte_offset", "size_bytes", "words")
-            .join(t.select("transfer_id", "destination", "dst_offset", "dst_object", "staging_object"),
-                  on="transfer_id", how="inner")
-            .sort("phase", "destination", "group"))
-    phase = recv["phase"].to_numpy().astype(np.int64)
-    tile = recv["destination"].to_numpy().astype(np.int64)
-    grp = recv["group"].to_numpy()
-    staged = np.where(recv["staging_object"].is_null().to_numpy(), 0, recv["words"].to_numpy() * wb)
-    pass_of = _rounds(phase, tile, grp, staged, groups.height, window)
+    n_groups = groups.height
+    first_row, fanout = transfer_runs(t)
+    gtid = groups["transfer_id"].to_numpy()
+    gfirst = np.flatnonzero(np.r_[True, gtid[1:] != gtid[:-1]]) if n_groups else np.zeros(0, dtype=np.int64)
+    nfrag = np.diff(np.r_[gfirst, n_groups])
+    k = np.repeat(np.arange(len(first_row)), fanout)          # transfer of every transfer row
+    if len(nfrag) and nfrag.max() > 1:
+        row = np.repeat(np.arange(t.height), nfrag[k])        # transfer row of every receive row
+        grp = gfirst[k[row]] + ranks(nfrag[k])
+    else:
+        row, grp = np.arange(t.height), gfirst[k]
+    phase = t["phase"].to_numpy()[row].astype(np.int64)
+    tile = t["destination"].to_numpy()[row].astype(np.int64)
+    gwords = groups["words"].to_numpy()
+    staged_row = ~t["staging_object"].is_null().to_numpy()
+    staged = np.where(staged_row[row], gwords[grp] * wb, 0)
+    prank = dense_rank_sorted(t["phase"].to_numpy())[row]     # t is sorted by phase
+    order = sort_order([prank, tile, grp])
+    row, grp, phase, tile, staged, prank = (row[order], grp[order], phase[order], tile[order], staged[order],
+                                            prank[order])
+    seg = np.cumsum(np.r_[True, (np.diff(prank) != 0) | (np.diff(tile) != 0)][:len(row)]) - 1
+    pass_of = _rounds(seg, grp, staged, n_groups, window)
     rpass = pass_of[grp]
-    order = np.lexsort((grp, rpass, tile, phase))
-    recv = recv[order]
-    staged = staged[order]
-    key_phase, key_tile, key_pass = phase[order], tile[order], rpass[order]
-    new = np.r_[True, (np.diff(key_phase) != 0) | (np.diff(key_tile) != 0) | (np.diff(key_pass) != 0)]
-    new = new[:len(staged)]
+    order = sort_order([seg, rpass])                           # stable: (phase, tile, pass, group)
+    row, grp, phase, tile, staged, rpass, seg = (
+        row[order], grp[order], phase[order], tile[order], staged[order], rpass[order], seg[order])
+    new = np.r_[True, (np.diff(seg) != 0) | (np.diff(rpass) != 0)][:len(row)]
     csum = np.cumsum(staged)
     start = np.flatnonzero(new)
-    seg = np.cumsum(new) - 1
-    offset = csum - staged - (csum[start] - staged[start])[seg]
+    offset = csum - staged - (csum[start] - staged[start])[np.cumsum(new) - 1]
+    byte_off = groups["byte_offset"].to_numpy()[grp]
+    stg = t["staging_object"].gather(row)
     out = frame({
-        "phase": key_phase, "tile": key_tile, "pass": key_pass, "group": recv["group"],
-        "transfer_id": recv["transfer_id"], "fragment": recv["fragment"], "byte_offset": recv["byte_offset"],
-        "size_bytes": recv["size_bytes"], "staged_bytes": staged, "staging_offset": offset,
-        "dst_offset": recv["dst_offset"].to_numpy() + recv["byte_offset"].to_numpy(),
-        "dst_object": recv["dst_object"], "staging_object": recv["staging_object"],
+        "phase": phase, "tile": tile, "pass": rpass, "group": grp,
+        "transfer_id": gtid[grp], "fragment": groups["fragment"].to_numpy()[grp], "byte_offset": byte_off,
+        "size_bytes": groups["size_bytes"].to_numpy()[grp], "staged_bytes": staged,
+        "staging_offset": offset,
+        "dst_offset": t["dst_offset"].to_numpy()[row] + byte_off,
+        "dst_object": t["dst_object"].gather(row), "staging_object": stg,
     }, PASSES_SCHEMA, what="exchange passes")
     return out.with_columns(pl.when(pl.col("staging_object").is_not_null()).then(pl.col("staging_offset"))
                             .alias("staging_offset"))
 
 
-def _rounds(phase: np.ndarray, tile: np.ndarray, grp: np.ndarray, staged: np.ndarray,
-            n_groups: int, window: int) -> np.ndarray:
-    """Pass per group; rows sorted by (phase, tile, group).
+def _rounds(seg: np.ndarray, grp: np.ndarray, staged: np.ndarray, n_groups: int, window: int) -> np.ndarray:
+    """Pass per group; rows sorted by (phase, tile) segment ``seg``, then group.
 
     One round per pass, each a few vectorized sweeps: a sweep admits every remaining
     group whose running staged total (this round's admitted bytes plus all remaining
     groups before it) fits the window at each of its destinations. The first sweep
     admits at least the first remaining group of each phase; later sweeps fill gaps
     left by groups rejected at other tiles (a first-fit in group order, vectorized).
+    Rows that can never reject a group are left out first: direct receives, every
+    row of a segment whose whole staged total fits, and segments identical to an
+    earlier one (same groups, same staged bytes: a multicast's panel tiles), which
+    reject exactly the same groups.
     """
-    new = np.r_[True, (np.diff(phase) != 0) | (np.diff(tile) != 0)][:len(grp)]
-    seg = np.cumsum(new) - 1
-    pass_of = np.full(n_groups, -1, dtype=np.int64)
+    pass_of = np.zeros(n_groups, dtype=np.int64)
+    if not len(seg):
+        return pass_of
+    total = np.bincount(seg, weights=staged)
+    keep = (staged > 0) & (total[seg] > window)
+    if not keep.any():
+        return pass_of
+    seg, grp, staged = _distinct_segments(seg[keep], grp[keep], staged[keep])
     live = np.ones(len(grp), dtype=bool)
     r = 0
     while live.any():
@@ -194,7 +225,7 @@ def _rounds(phase: np.ndarray, tile: np.ndarray, grp: np.ndarray, staged: np.nda
             start = np.flatnonzero(first)
             running = load[sg] + csum - (csum[start] - s[start])[np.cumsum(first) - 1]
             bad = np.zeros(n_groups, dtype=bool)
-            bad[grp[idx][(s > 0) & (running > window)]] = True
+            bad[grp[idx][running > window]] = True
             took = np.zeros(n_groups, dtype=bool)
             took[grp[idx]] = True
             took &= ~bad
@@ -210,6 +241,37 @@ def _rounds(phase: np.ndarray, tile: np.ndarray, grp: np.ndarray, staged: np.nda
     return pass_of
 
 
+def _distinct_segments(seg: np.ndarray, grp: np.ndarray, staged: np.ndarray,
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep the first of every set of segments with identical (group, staged) rows; renumber segments densely.
+
+    Candidates are found by a 64-bit hash of each segment's rows, then confirmed row by
+    row, so a hash collision only keeps a duplicate, never drops a distinct segment.
+    """
+    start = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    length = np.diff(np.r_[start, len(seg)])
+    salt = np.random.default_rng(0x5EED).integers(0, 2**63, size=int(grp.max()) + 1, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        mix = salt.astype(np.uint64)[grp] * np.uint64(0x9E3779B97F4A7C15) ^ staged.astype(np.uint64)
+        key = np.add.reduceat(mix, start) ^ (length.astype(np.uint64) << np.uint64(40))
+    _, first_of, which = np.unique(key, return_index=True, return_inverse=True)
+    rep = first_of[which]                      # representative segment of each segment
+    dup = rep != np.arange(len(start))
+    if not dup.any():
+        return np.repeat(np.arange(len(start)), length), grp, staged
+    # confirm: every row of a duplicate equals the same-position row of its representative
+    row_seg = np.repeat(np.arange(len(start)), length)
+    pos = np.arange(len(seg)) - start[row_seg]
+    twin = start[rep[row_seg]] + np.minimum(pos, length[rep[row_seg]] - 1)
+    differs = (grp != grp[twin]) | (staged != staged[twin]) | (length[rep[row_seg]] != length[row_seg])
+    bad = np.zeros(len(start), dtype=bool)
+    bad[row_seg[differs]] = True
+    keep_seg = ~dup | bad
+    keep = keep_seg[row_seg]
+    new_seg = np.cumsum(keep_seg) - 1
+    return new_seg[row_seg[keep]], grp[keep], staged[keep]
+
+
 SWEEPS = 6
 
 
@@ -218,6 +280,36 @@ def ranks(counts: np.ndarray) -> np.ndarray:
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
     return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def dense_rank_sorted(values: np.ndarray) -> np.ndarray:
+    """0, 0, 1, 1, 1, 2, ...: rank of each value of an already sorted array among its distinct values."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64)
+    return np.cumsum(np.r_[False, values[1:] != values[:-1]])
+
+
+def sort_order(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable argsort by several non-negative integer keys (first key most significant).
+
+    Packs the keys and the row index into one int64 and sorts that (several times
+    faster than ``np.lexsort``); falls back to ``np.lexsort`` when they do not fit.
+    """
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    widths = [int(k.max()).bit_length() for k in keys]
+    idx_bits = int(n - 1).bit_length()
+    if sum(widths) + idx_bits > 62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(n, dtype=np.int64)
+    for k, w in zip(keys, widths, strict=True):
+        packed = (packed << w) | k
+    if np.all(packed[1:] >= packed[:-1]):
+        return np.arange(n)
+    packed = (packed << idx_bits) | np.arange(n)
+    packed.sort()
+    return packed & ((1 << idx_bits) - 1)
 
 
 def _fragment_words(target: Target) -> int:
@@ -231,7 +323,8 @@ def _fragment_words(target: Target) -> int:
 
 # -- input ---------------------------------------------------------------------
 def check_transfers(transfers: pl.DataFrame, target: Target) -> pl.DataFrame:
-    """Validate user transfers; return them with every TRANSFERS_SCHEMA column, sorted by (phase, transfer_id)."""
+    """Validate user transfers; return them with every TRANSFERS_SCHEMA column, sorted by (phase, transfer_id,
+    destination) (input already in that order is not re-sorted)."""
     if not isinstance(transfers, pl.DataFrame):
         msg = f"transfers must be a polars DataFrame (TRANSFERS_SCHEMA), got {type(transfers).__name__}"
         raise ModelError(msg, field="transfers", value=type(transfers).__name__)
@@ -250,64 +343,91 @@ def check_transfers(transfers: pl.DataFrame, target: Target) -> pl.DataFrame:
             msg = f"transfers column {c!r} must hold integers, got {df.schema[c]}"
             raise ModelError(msg, field=c, value=str(df.schema[c]))
     for c in ("transfer_id", "phase", "source", "size_bytes"):
-        nulls = df.filter(pl.col(c).is_null())
-        if nulls.height:
-            msg = f"transfers column {c!r} is null (transfer_id={nulls['transfer_id'][0]}); it is required"
+        if df[c].null_count():
+            tid = df.filter(pl.col(c).is_null())["transfer_id"][0]
+            msg = f"transfers column {c!r} is null (transfer_id={tid}); it is required"
             raise ModelError(msg, field=c, value=None)
-    nulls = df.filter(pl.col("destination").is_null())
-    if nulls.height:
-        _empty(nulls["transfer_id"][0])
+    if df["destination"].null_count():
+        _empty(df.filter(pl.col("destination").is_null())["transfer_id"][0])
     fill = {c: pl.lit(0 if c in ("src_offset", "dst_offset") else None, dtype=TRANSFERS_SCHEMA[c])
             for c in TRANSFERS_SCHEMA if c not in df.columns}
     df = df.with_columns(**fill).with_columns(pl.col("src_offset", "dst_offset").fill_null(0))
     df = df.select([pl.col(c).cast(TRANSFERS_SCHEMA[c], strict=False) for c in TRANSFERS_SCHEMA])
     _check_values(df, target)
+    df = _sorted(df)
+    _check_transfers_agree(df)
+    return df
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    if df.height < 2:
+        return df
+    ph, tid, dst = (df[c].to_numpy() for c in ("phase", "transfer_id", "destination"))
+    dp, dt, dd = np.diff(ph), np.diff(tid), np.diff(dst)
+    if np.all((dp > 0) | ((dp == 0) & ((dt > 0) | ((dt == 0) & (dd >= 0))))):
+        return df
     return df.sort("phase", "transfer_id", "destination")
 
 
 def _check_values(df: pl.DataFrame, target: Target) -> None:
-    def first(cond: pl.Expr) -> dict | None:
-        bad = df.filter(cond)
-        return bad.row(0, named=True) if bad.height else None
+    def first(cond: pl.Expr, bad: np.ndarray) -> dict | None:
+        return df.filter(cond).row(0, named=True) if bad.any() else None
 
+    col = {c: df[c].to_numpy() for c in ("source", "destination", "size_bytes", "src_offset", "dst_offset")}
     for c in ("source", "destination"):
-        row = first(pl.col(c) < 0)
+        row = first(pl.col(c) < 0, col[c] < 0)
         if row:
             _fail(f"{c}={row[c]} on transfer_id={row['transfer_id']} is negative; tile ids start at 0", c, row[c])
-        row = first(pl.col(c) >= target.tiles)
+        row = first(pl.col(c) >= target.tiles, col[c] >= target.tiles)
         if row:
             _fail(f"{c}={row[c]} on transfer_id={row['transfer_id']} is outside target {target.name!r} "
                   f"(tiles 0..{target.tiles - 1})", c, row[c])
     if not target.exchange_loopback:
-        row = first(pl.col("source") == pl.col("destination"))
+        row = first(pl.col("source") == pl.col("destination"), col["source"] == col["destination"])
         if row:
             _fail(f"transfer_id={row['transfer_id']} sends from tile {row['source']} to itself "
                   f"(destination == source) but target {target.name!r} has exchange_loopback=False; "
                   "use a local copy", "destination", row["destination"])
-    row = first(pl.col("size_bytes") <= 0)
+    row = first(pl.col("size_bytes") <= 0, col["size_bytes"] <= 0)
     if row:
         _fail(f"size_bytes={row['size_bytes']} on transfer_id={row['transfer_id']}; a transfer carries "
               "at least one byte", "size_bytes", row["size_bytes"])
     for c in ("src_offset", "dst_offset"):
-        row = first(pl.col(c) < 0)
+        row = first(pl.col(c) < 0, col[c] < 0)
         if row:
             _fail(f"{c}={row[c]} on transfer_id={row['transfer_id']} is negative", c, row[c])
-    n_unique = df.group_by("transfer_id").agg(pl.col(*_PER_TRANSFER).n_unique(), pl.len().alias("_rows"),
-                                              pl.col("destination").n_unique().alias("_dests"))
-    for c in _PER_TRANSFER:
-        bad = n_unique.filter(pl.col(c) > 1)
-        if bad.height:
-            tid = bad["transfer_id"][0]
-            vals = df.filter(pl.col("transfer_id") == tid)[c].unique().sort().to_list()
-            _fail(f"transfer_id={tid} has several {c} values {vals}; the rows of one transfer "
-                  "(one per destination) must agree on it", c, vals)
-    bad = n_unique.filter(pl.col("_dests") < pl.col("_rows"))
-    if bad.height:
-        tid = bad["transfer_id"][0]
-        dests = df.filter(pl.col("transfer_id") == tid)["destination"]
-        dup = dests.filter(dests.is_duplicated())[0]
-        _fail(f"transfer_id={tid} lists destination {dup} twice; each destination receives a transfer once",
-              "destination", dup)
+
+
+def _check_transfers_agree(df: pl.DataFrame) -> None:
+    """The rows of one transfer agree on its per-transfer columns and name each destination once.
+
+    ``df`` is sorted by (phase, transfer_id, destination): a transfer whose rows disagree
+    on the phase shows up as a transfer id starting twice; the other columns are compared
+    row to row within each transfer.
+    """
+    if df.height < 2:
+        return
+    tid = df["transfer_id"].to_numpy()
+    starts = tid[np.r_[True, tid[1:] != tid[:-1]]]
+    if len(np.unique(starts)) < len(starts):
+        vals, counts = np.unique(starts, return_counts=True)
+        _disagree(df, int(vals[counts > 1][0]), "phase")
+    same = pl.col("transfer_id") == pl.col("transfer_id").shift(1)
+    flags = df.select(*[(same & pl.col(c).ne_missing(pl.col(c).shift(1))).alias(c) for c in _PER_TRANSFER[1:]],
+                      (same & (pl.col("destination") == pl.col("destination").shift(1))).alias("_dup"))
+    for c in _PER_TRANSFER[1:]:
+        if flags[c].any():
+            _disagree(df, int(df["transfer_id"].filter(flags[c])[0]), c)
+    if flags["_dup"].any():
+        bad = df.filter(flags["_dup"]).row(0, named=True)
+        _fail(f"transfer_id={bad['transfer_id']} lists destination {bad['destination']} twice; each destination "
+              "receives a transfer once", "destination", bad["destination"])
+
+
+def _disagree(df: pl.DataFrame, tid: int, c: str) -> None:
+    vals = df.filter(pl.col("transfer_id") == tid)[c].unique().sort().to_list()
+    _fail(f"transfer_id={tid} has several {c} values {vals}; the rows of one transfer "
+          "(one per destination) must agree on it", c, vals)
 
 
 def _fail(msg: str, field: str, value: object) -> None:

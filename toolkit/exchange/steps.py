@@ -11,13 +11,23 @@ source's send lane and every destination's receive lane.
   theorem says the busiest lane's load (``step_lower_bound``) colours suffice;
   :func:`_konig_colour` reaches it exactly with alternating-path (Kempe chain)
   recolouring, using flat per-lane ``colour -> edge`` tables.
-- Any multicast: colour the conflict graph (groups conflict when they share a
-  lane) with DSATUR driven by a heap with lazy invalidation (no rescans), with
-  the same tie-breaking as networkx's ``greedy_color(strategy="DSATUR")`` on a
-  graph whose nodes are the groups in ascending id order, so the result is never
-  worse than it; then iterated greedy recolouring (Culberson) passes, which
-  never increase the number of steps, until the lane bound is met or a pass
-  budget is spent.
+- Any multicast: first merge receive lanes that carry exactly the same groups
+  (a K/V slice multicast to 31 row-block tiles puts the same groups on all 31;
+  tiles are keyed by a 64-bit sum of random per-group values, and a collision
+  could only merge lanes, which over-constrains but never breaks the colouring).
+  When every group then touches one merged receive lane, the problem is a
+  bipartite (source, lane) multigraph: Konig again, exactly the bound. Otherwise
+  a first-fit greedy over per-lane colour bitsets (one int OR per lane a group
+  touches, no conflict graph), an alternating-move squeeze of the top steps and
+  iterated greedy (Culberson) passes on the same bitsets, until the lane bound is
+  met or the pass budget is spent. When that still misses the bound and the
+  conflict graph is small (at most ``DSATUR_PAIRS`` lane-sharing pairs), the
+  conflict graph is coloured with DSATUR driven by a heap with lazy invalidation
+  (the same tie-breaking as networkx's ``greedy_color(strategy="DSATUR")`` on a
+  graph whose nodes are the groups in ascending id order) plus the same repairs,
+  and the better colouring wins, so small problems are never worse than networkx
+  DSATUR. Large problems (tens of thousands of groups sharing lanes by the
+  dozen) skip DSATUR: its cost grows with the conflict pairs.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from toolkit.errors import ModelError
 GROUP_COLUMNS = ("group", "source", "destination")
 IMPROVE_PASSES = 12
 MAX_BLOCKERS = 3
+DSATUR_PAIRS = 400_000
 
 
 def assign_steps(groups: pl.DataFrame, *, loopback: bool = False) -> pl.DataFrame:
@@ -172,15 +183,162 @@ def conflict_csr(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.
 
 def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     n = len(src)
-    indptr, nbr = conflict_csr(gid, src, dst)
     bound = lane_bound(gid, src, dst)
+    lanes, n_lanes, recv_lanes, pairs = _merged_lanes(gid, src, dst)
+    if recv_lanes.max() == 1:  # every group on one merged receive lane: a bipartite multigraph again
+        return _konig_colour(src, np.array([ls[1] for ls in lanes], dtype=np.int64))
+    colour = _lane_greedy(range(n), lanes, n_lanes, n)
+    if max(colour) + 1 > bound:
+        colour = _lane_squeeze(colour, lanes, n_lanes, bound)
+    if max(colour) + 1 > bound:
+        colour = _lane_squeeze(_lane_improve(colour, lanes, n_lanes, bound), lanes, n_lanes, bound)
+    if max(colour) + 1 > bound and pairs <= DSATUR_PAIRS:
+        other = _dsatur_colour(gid, src, dst, bound)
+        if max(other) < max(colour):
+            colour = other
+    return np.asarray(colour, dtype=np.int32)
+
+
+def _merged_lanes(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[list[list[int]], int, np.ndarray, int]:
+    """Lanes of every group (send lane first), with receive tiles that carry the same groups merged.
+
+    Returns (lanes per group, number of lanes, merged receive lanes per group, an upper
+    estimate of the lane-sharing pairs).
+    """
+    n = len(src)
+    gid = gid.astype(np.int64)
+    dst = dst.astype(np.int64)
+    if len(dst) > 1 and not np.all((np.diff(dst) > 0) | ((np.diff(dst) == 0) & (np.diff(gid) > 0))):
+        order = np.lexsort((gid, dst))
+        gid, dst = gid[order], dst[order]
+    cut = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
+    count = np.diff(np.r_[cut, len(dst)])
+    salt = np.random.default_rng(0x5EED).integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = np.add.reduceat(salt[gid], cut) ^ (count.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    _, tile_lane = np.unique(key, return_inverse=True)
+    n_recv = int(tile_lane.max()) + 1
+    member = np.unique(gid * n_recv + np.repeat(tile_lane, count))
+    mg, ml = member // n_recv, member % n_recv
+    recv_lanes = np.bincount(mg, minlength=n)
+    lane_size = np.bincount(ml, minlength=n_recv)
+    _, send_lane = np.unique(src, return_inverse=True)
+    send_size = np.bincount(send_lane)
+    pairs = int((lane_size.astype(np.int64) ** 2).sum() + (send_size.astype(np.int64) ** 2).sum())
+    indptr = np.r_[0, np.cumsum(recv_lanes)].tolist()
+    ml_list = ml.tolist()
+    send_list = (send_lane + n_recv).tolist()
+    lanes = [[send_list[g], *ml_list[indptr[g]:indptr[g + 1]]] for g in range(n)]
+    return lanes, n_recv + int(send_lane.max()) + 1, recv_lanes, pairs
+
+
+def _lane_greedy(order, lanes: list[list[int]], n_lanes: int, n: int) -> list[int]:
+    """First fit in ``order``: the lowest step free on every lane of the group (per-lane bitsets)."""
+    masks = [0] * n_lanes
+    colour = [0] * n
+    for g in order:
+        ls = lanes[g]
+        used = 0
+        for lane in ls:
+            used |= masks[lane]
+        bit = ~used & (used + 1)
+        for lane in ls:
+            masks[lane] |= bit
+        colour[g] = bit
+    return [c.bit_length() - 1 for c in colour]
+
+
+def _lane_improve(colour: list[int], lanes: list[list[int]], n_lanes: int, bound: int) -> list[int]:
+    """Iterated greedy on lane bitsets: recolour class by class; steps never grow."""
+    n = len(colour)
+    rng = np.random.default_rng(0)
+    best, best_k = colour, max(colour) + 1
+    cur = colour
+    for it in range(IMPROVE_PASSES):
+        arr = np.asarray(cur)
+        k = int(arr.max()) + 1
+        if it % 3 == 0:
+            class_rank = np.arange(k)[::-1]
+        elif it % 3 == 1:
+            class_rank = np.argsort(np.argsort(-np.bincount(arr, minlength=k), kind="stable"))
+        else:
+            class_rank = rng.permutation(k)
+        cur = _lane_greedy(np.lexsort((np.arange(n), class_rank[arr])).tolist(), lanes, n_lanes, n)
+        if max(cur) + 1 < best_k:
+            best, best_k = cur, max(cur) + 1
+        if best_k <= bound:
+            break
+    return best
+
+
+def _lane_squeeze(colour: list[int], lanes: list[list[int]], n_lanes: int, bound: int) -> list[int]:
+    """Empty the top step while possible: move each of its groups to a lower step free on all its lanes, or
+    to one held by at most ``MAX_BLOCKERS`` groups that can each move elsewhere. Every move keeps the
+    colouring proper, so stopping half way is safe."""
+    colour = list(colour)
+    k = max(colour) + 1
+    at = [-1] * (n_lanes * k)      # lane x step -> group
+    masks = [0] * n_lanes
+    for g, c in enumerate(colour):
+        for lane in lanes[g]:
+            at[lane * k + c] = g
+            masks[lane] |= 1 << c
+
+    def move(g: int, c: int) -> None:
+        old = colour[g]
+        for lane in lanes[g]:
+            at[lane * k + old] = -1
+            masks[lane] &= ~(1 << old)
+            at[lane * k + c] = g
+            masks[lane] |= 1 << c
+        colour[g] = c
+
+    def free_below(g: int, top: int) -> int:
+        used = 0
+        for lane in lanes[g]:
+            used |= masks[lane]
+        return ~used & ((1 << top) - 1)
+
+    top = k - 1
+    while top + 1 > bound:
+        for g in [g for g in range(len(colour)) if colour[g] == top]:
+            free = free_below(g, top)
+            if free:
+                move(g, (free & -free).bit_length() - 1)
+                continue
+            for c in range(top):
+                blockers = {at[lane * k + c] for lane in lanes[g]}
+                blockers.discard(-1)
+                if len(blockers) > MAX_BLOCKERS:
+                    continue
+                # blockers share step c, so they share no lane: each moves on its own
+                moves = []
+                for h in blockers:
+                    f = free_below(h, top) & ~(1 << c)
+                    if not f:
+                        break
+                    moves.append((h, (f & -f).bit_length() - 1))
+                else:
+                    for h, d in moves:
+                        move(h, d)
+                    move(g, c)
+                    break
+            else:
+                return colour
+        top -= 1
+    return colour
+
+
+def _dsatur_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray, bound: int) -> list[int]:
+    n = len(src)
+    indptr, nbr = conflict_csr(gid, src, dst)
     adj = [nbr[indptr[g]:indptr[g + 1]].tolist() for g in range(n)]
     colour = _dsatur(adj, np.diff(indptr).tolist())
     if max(colour) + 1 > bound:
         colour = _squeeze(adj, colour, bound)
     if max(colour) + 1 > bound:
         colour = _squeeze(adj, _improve(adj, colour, bound), bound)
-    return np.asarray(colour, dtype=np.int32)
+    return colour
 
 
 def _dsatur(adj: list[list[int]], degree: list[int]) -> list[int]:

@@ -1,10 +1,13 @@
 """Independent checker of a lowered exchange.
 
 Shares no code with the lowering: it reads the user's transfers and the
-``Exchange`` frames and re-derives every invariant with plain polars queries.
+``Exchange`` frames and re-derives every invariant with its own numpy passes
+(packed-integer sorts, run boundaries, gathers), so it stays linear-ish on
+millions of receive rows.
 
 - every transfer's words are packetized exactly once (packets tile ``[0, words)``),
-  packet sizes respect the target's first-packet and packet limits;
+  packet sizes respect the target's first-packet and packet limits, a group's
+  packets belong to one transfer and are numbered 0.. in word order;
 - every destination receives every byte exactly once (the ``passes`` rows of each
   (transfer, destination) tile ``[0, size_bytes)``), and nothing else is received;
 - staged bytes of a (phase, tile, pass) sit inside the window without overlap;
@@ -17,6 +20,7 @@ Any violation raises :class:`InvalidIRError` carrying the offending rows.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from toolkit.errors import InvalidIRError
@@ -25,6 +29,7 @@ from toolkit.target import Target
 # plan row word positions (the layout documented in toolkit.exchange.lower)
 W_ROLE, W_STEP, W_PARTNER, W_WORDS, W_STAGING, W_OFFSET, W_PACKETS, W_FANOUT = range(8)
 NONE_WORD = 0xFFFFFFFF
+MAX_ROWS = 1000   # offending rows carried by an error
 
 
 def verify_exchange(exchange: object, transfers: pl.DataFrame, target: Target) -> None:
@@ -32,139 +37,298 @@ def verify_exchange(exchange: object, transfers: pl.DataFrame, target: Target) -
     t = transfers
     if isinstance(t.schema.get("destination"), pl.List):
         t = t.explode("destination")
-    t = t.select(pl.col("transfer_id", "phase", "source", "destination", "size_bytes").cast(pl.Int64),
-                 _staged_expr(t))
-    per = t.group_by("transfer_id").agg(pl.col("phase", "source", "size_bytes").first())
-    packets = exchange.packets.with_columns(pl.col("phase", "words", "word_offset", "packet").cast(pl.Int64))
-    passes = exchange.passes.with_columns(pl.col("phase", "tile", "pass", "byte_offset", "size_bytes",
-                                                 "staged_bytes", "staging_offset").cast(pl.Int64))
-    rows = exchange.rows.with_columns(pl.col("phase", "tile", "step", "pass").cast(pl.Int64))
-    _check_packets(packets, per, target)
-    _check_delivery(passes, t)
-    _check_staging(passes, t, target)
-    _check_lanes(rows)
-    _check_rows(rows, packets, passes, per)
+    per = _Transfers(t)
+    _check_packets(exchange.packets, per, target)
+    matched = _check_delivery(exchange.passes, per)
+    _check_staging(exchange.passes, matched, target)
+    _check_lanes(exchange.rows)
+    _check_rows(exchange.rows, exchange.packets, exchange.passes, per)
 
 
-def _staged_expr(t: pl.DataFrame) -> pl.Expr:
-    if "staging_object" in t.columns:
-        return pl.col("staging_object").is_not_null().alias("staged")
-    return pl.lit(False).alias("staged")
+class _Transfers:
+    """The user's transfers as numpy: rows sorted by (transfer, destination) and one entry per transfer."""
+
+    def __init__(self, t: pl.DataFrame) -> None:
+        tid = _i64(t["transfer_id"])
+        dst = _i64(t["destination"])
+        staged = (~t["staging_object"].is_null().to_numpy() if "staging_object" in t.columns
+                  else np.zeros(t.height, dtype=bool))
+        order = _order([_rank(tid), dst])
+        tid, dst, staged = tid[order], dst[order], staged[order]
+        first = _starts(tid)
+        self.ids = tid[first]                                  # ascending transfer ids
+        self.phase = _i64(t["phase"])[order][first]
+        self.source = _i64(t["source"])[order][first]
+        self.size = _i64(t["size_bytes"])[order][first]
+        self.index = np.cumsum(np.r_[False, tid[1:] != tid[:-1]]) if len(tid) else tid  # per sorted row
+        self.dst = dst
+        self.staged = staged
+        self.tiles = int(dst.max()) + 1 if len(dst) else 1
+
+    def lookup(self, tid: np.ndarray) -> np.ndarray:
+        """Transfer index of each id, -1 when the transfers do not have it."""
+        if not len(self.ids) or not len(tid):
+            return np.full(len(tid), -1, dtype=np.int64)
+        lo, hi = int(self.ids[0]), int(self.ids[-1])
+        if hi - lo < 4 * len(self.ids) + 1024:      # dense ids: a lookup table
+            table = np.full(hi - lo + 1, -1, dtype=np.int64)
+            table[self.ids - lo] = np.arange(len(self.ids))
+            inside = (tid >= lo) & (tid <= hi)
+            out = np.full(len(tid), -1, dtype=np.int64)
+            out[inside] = table[tid[inside] - lo]
+            return out
+        pos = np.minimum(np.searchsorted(self.ids, tid), len(self.ids) - 1)
+        return np.where(self.ids[pos] == tid, pos, -1)
 
 
-def _raise(msg: str, bad: pl.DataFrame) -> None:
-    if bad.height:
-        raise InvalidIRError(f"{msg} ({bad.height} offending rows)", rows=bad)
+# -- helpers (numpy) ----------------------------------------------------------
+def _i64(s: pl.Series) -> np.ndarray:
+    return s.cast(pl.Int64).to_numpy()
 
 
-def _check_packets(packets: pl.DataFrame, per: pl.DataFrame, target: Target) -> None:
+def _starts(a: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(np.r_[True, a[1:] != a[:-1]]) if len(a) else np.zeros(0, dtype=np.int64)
+
+
+def _rank(a: np.ndarray) -> np.ndarray:
+    """Dense rank among the distinct values (a sort only when ``a`` is not already non-decreasing)."""
+    if not len(a):
+        return a.astype(np.int64)
+    if np.all(a[1:] >= a[:-1]):
+        return np.cumsum(np.r_[False, a[1:] != a[:-1]])
+    return np.unique(a, return_inverse=True)[1].astype(np.int64)
+
+
+def _order(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable argsort by non-negative integer keys (first most significant), by one packed-integer sort."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    widths = [max(int(k.max()), 0).bit_length() for k in keys]
+    if min(int(k.min()) for k in keys) < 0 or sum(widths) + (n - 1).bit_length() > 62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(n, dtype=np.int64)
+    for k, w in zip(keys, widths, strict=True):
+        packed = (packed << w) | k
+    if np.all(packed[1:] >= packed[:-1]):
+        return np.arange(n)
+    bits = (n - 1).bit_length()
+    packed = (packed << bits) | np.arange(n)
+    packed.sort()
+    return packed & ((1 << bits) - 1)
+
+
+def _raise(msg: str, frame: pl.DataFrame, bad: np.ndarray) -> None:
+    """Raise with the rows of ``frame`` flagged by ``bad`` (a boolean mask or row indices), if any."""
+    idx = np.flatnonzero(bad) if bad.dtype == bool else bad
+    if len(idx):
+        raise InvalidIRError(f"{msg} ({len(idx)} offending rows)", rows=frame[idx[:MAX_ROWS]])
+
+
+def _tiling(start: np.ndarray, offset: np.ndarray, length: np.ndarray, total: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by key then offset (``start`` marks each key's first row) checked as an exact tiling of
+    ``[0, total)`` (``total`` given per row): (pieces not at 0 or not right after the previous piece,
+    last pieces that do not end at ``total``)."""
+    end = offset + length
+    gap = np.where(start, offset != 0, offset != np.r_[0, end[:-1]])
+    last = np.r_[start[1:], True] if len(start) else start
+    return gap, last & (end != total)
+
+
+# -- checks -------------------------------------------------------------------
+def _check_packets(packets: pl.DataFrame, per: _Transfers, target: Target) -> None:
     wb = target.word_bytes
-    _raise("packets of a transfer that does not exist",
-           packets.join(per, on="transfer_id", how="anti"))
-    _raise("transfer without packets", per.join(packets, on="transfer_id", how="anti"))
-    _raise("packet with no words", packets.filter(pl.col("words") <= 0))
+    tix = per.lookup(_i64(packets["transfer_id"]))
+    _raise("packets of a transfer that does not exist", packets, tix < 0)
+    have = np.bincount(tix, minlength=len(per.ids)) if len(tix) else np.zeros(len(per.ids), dtype=np.int64)
+    if np.any(have == 0):
+        missing = np.flatnonzero(have == 0)
+        _raise("transfer without packets", pl.DataFrame({"transfer_id": per.ids[missing]}), np.arange(len(missing)))
+    words = _i64(packets["words"])
+    off = _i64(packets["word_offset"])
+    _raise("packet with no words", packets, words <= 0)
+    if not len(words):
+        return
     # words of each transfer tiled exactly once
-    cover = (packets.sort("transfer_id", "word_offset")
-             .with_columns(pl.col("word_offset").shift(1).over("transfer_id").alias("_prev_off"),
-                           pl.col("words").shift(1).over("transfer_id").alias("_prev_words")))
-    _raise("packet words of a transfer overlap or leave a gap",
-           cover.filter(pl.col("_prev_off").is_null() & (pl.col("word_offset") != 0)
-                        | (pl.col("_prev_off").is_not_null()
-                           & (pl.col("word_offset") != pl.col("_prev_off") + pl.col("_prev_words")))))
-    total = (packets.group_by("transfer_id").agg(pl.col("words").sum().alias("_packet_words"))
-             .join(per, on="transfer_id").with_columns(((pl.col("size_bytes") + wb - 1) // wb).alias("_words")))
-    _raise("packet words do not add up to the transfer's words",
-           total.filter(pl.col("_packet_words") != pl.col("_words")))
+    order = np.lexsort((off, tix))
+    ts = tix[order]
+    gap, _ = _tiling(np.r_[True, ts[1:] != ts[:-1]], off[order], words[order], np.zeros(len(order), np.int64))
+    _raise("packet words of a transfer overlap or leave a gap", packets, order[gap])
+    total = -(-per.size // wb)
+    sums = np.bincount(tix, weights=words, minlength=len(per.ids)).astype(np.int64)
+    bad_t = np.flatnonzero(sums != total)
+    if len(bad_t):
+        _raise("packet words do not add up to the transfer's words",
+               pl.DataFrame({"transfer_id": per.ids[bad_t], "_packet_words": sums[bad_t], "_words": total[bad_t]}),
+               np.arange(len(bad_t)))
     # packet limits within each group: the first (lowest offset) packet is short
-    ranked = packets.with_columns(pl.col("word_offset").rank("ordinal").over("group").alias("_rank"),
-                                  pl.col("transfer_id").n_unique().over("group").alias("_transfers"))
-    _raise("a group mixes several transfers", ranked.filter(pl.col("_transfers") > 1))
+    grp = _i64(packets["group"])
+    order = np.lexsort((off, grp))
+    g = grp[order]
+    start = np.r_[True, g[1:] != g[:-1]]
+    gstart = np.flatnonzero(start)
+    rank = np.arange(len(g)) - np.repeat(gstart, np.diff(np.r_[gstart, len(g)]))
+    t_sorted = tix[order]
+    mixed_group = np.zeros(len(g), dtype=bool)
+    mixed_group[1:] = ~start[1:] & (t_sorted[1:] != t_sorted[:-1])
+    mixed = np.maximum.reduceat(mixed_group, gstart)
+    _raise("a group mixes several transfers", packets, order[np.repeat(mixed, np.diff(np.r_[gstart, len(g)]))])
+    w = words[order]
     _raise(f"first packet of a group exceeds first_packet_max_words={target.first_packet_max_words}",
-           ranked.filter((pl.col("_rank") == 1) & (pl.col("words") > target.first_packet_max_words)))
-    _raise(f"packet exceeds packet_max_words={target.packet_max_words}",
-           ranked.filter(pl.col("words") > target.packet_max_words))
-    _raise("packet indices of a group are not 0.. in word order",
-           ranked.filter(pl.col("packet") != pl.col("_rank") - 1))
+           packets, order[(rank == 0) & (w > target.first_packet_max_words)])
+    _raise(f"packet exceeds packet_max_words={target.packet_max_words}", packets,
+           order[w > target.packet_max_words])
+    _raise("packet indices of a group are not 0.. in word order", packets,
+           order[_i64(packets["packet"])[order] != rank])
 
 
-def _check_delivery(passes: pl.DataFrame, t: pl.DataFrame) -> None:
-    want = t.select("transfer_id", pl.col("destination").alias("tile"), "size_bytes")
-    got = passes.select("transfer_id", "tile", "byte_offset", pl.col("size_bytes").alias("_bytes"))
-    _raise("received bytes on a tile that is not a destination of the transfer",
-           got.join(want, on=["transfer_id", "tile"], how="anti"))
-    _raise("destination that receives nothing", want.join(got, on=["transfer_id", "tile"], how="anti"))
-    cover = (got.sort("transfer_id", "tile", "byte_offset")
-             .with_columns(pl.col("byte_offset").shift(1).over("transfer_id", "tile").alias("_prev"),
-                           pl.col("_bytes").shift(1).over("transfer_id", "tile").alias("_prev_bytes")))
-    _raise("received bytes of a transfer overlap or leave a gap at a destination",
-           cover.filter(pl.col("_prev").is_null() & (pl.col("byte_offset") != 0)
-                        | (pl.col("_prev").is_not_null()
-                           & (pl.col("byte_offset") != pl.col("_prev") + pl.col("_prev_bytes")))))
-    total = (got.group_by("transfer_id", "tile").agg(pl.col("_bytes").sum())
-             .join(want, on=["transfer_id", "tile"]))
-    _raise("received bytes do not add up to the transfer's size",
-           total.filter(pl.col("_bytes") != pl.col("size_bytes")))
+def _check_delivery(passes: pl.DataFrame, per: _Transfers) -> np.ndarray:
+    """Check every (transfer, destination) receives its bytes exactly once; return, for every passes row,
+    whether its transfer stages at that tile."""
+    tix = per.lookup(_i64(passes["transfer_id"]))
+    tile = _i64(passes["tile"])
+    tiles = max(per.tiles, int(tile.max()) + 1 if len(tile) else 1)
+    _raise("received bytes on a tile that is not a destination of the transfer (unknown transfer or tile)",
+           passes, (tix < 0) | (tile < 0))
+    key_t = per.index * tiles + per.dst                   # ascending: per rows are in (transfer, tile) order
+    key_p = tix * tiles + tile
+    order = _order([key_p])
+    ks = key_p[order]
+    pos = np.minimum(np.searchsorted(key_t, ks), max(len(key_t) - 1, 0))
+    hit = key_t[pos] == ks if len(key_t) else np.zeros(len(ks), dtype=bool)
+    _raise("received bytes on a tile that is not a destination of the transfer", passes, order[~hit])
+    got = np.bincount(pos, minlength=len(key_t)) if len(pos) else np.zeros(len(key_t), dtype=np.int64)
+    if np.any(got == 0):
+        miss = np.flatnonzero(got == 0)
+        _raise("destination that receives nothing",
+               pl.DataFrame({"transfer_id": per.ids[per.index[miss]], "tile": per.dst[miss]}), np.arange(len(miss)))
+    off = _i64(passes["byte_offset"])
+    size = _i64(passes["size_bytes"])
+    start = np.r_[True, ks[1:] != ks[:-1]] if len(ks) else np.zeros(0, dtype=bool)
+    if not np.all(start | (off[order] >= np.r_[0, off[order][:-1]])):
+        order = np.lexsort((off, key_p))   # several fragments at a destination, out of offset order
+        ks = key_p[order]
+        pos = np.searchsorted(key_t, ks)
+    gap, end = _tiling(start, off[order], size[order], per.size[per.index[pos]])
+    _raise("received bytes of a transfer overlap or leave a gap at a destination", passes, order[gap])
+    _raise("received bytes do not add up to the transfer's size", passes, order[end])
+    staged = np.zeros(len(order), dtype=bool)
+    staged[order] = per.staged[pos]
+    return staged
 
 
-def _check_staging(passes: pl.DataFrame, t: pl.DataFrame, target: Target) -> None:
+def _check_staging(passes: pl.DataFrame, staged: np.ndarray, target: Target) -> None:
     wb, window = target.word_bytes, target.staging_window_bytes
-    flagged = passes.join(t.select("transfer_id", pl.col("destination").alias("tile"), "staged"),
-                          on=["transfer_id", "tile"], how="left")
-    staged = flagged.filter(pl.col("staged"))
-    _raise("staged fragment without a staging offset", staged.filter(pl.col("staging_offset").is_null()))
-    _raise("staged fragment smaller than its words",
-           staged.filter(pl.col("staged_bytes") < (pl.col("size_bytes") + wb - 1) // wb * wb))
-    _raise(f"staged fragment outside the {window}-byte staging window",
-           staged.filter((pl.col("staging_offset") < 0)
-                         | (pl.col("staging_offset") + pl.col("staged_bytes") > window)))
-    lap = (staged.sort("phase", "tile", "pass", "staging_offset")
-           .with_columns((pl.col("staging_offset") + pl.col("staged_bytes")).shift(1)
-                         .over("phase", "tile", "pass").alias("_prev_end")))
-    _raise("staged fragments overlap in a tile's window within one pass",
-           lap.filter(pl.col("staging_offset") < pl.col("_prev_end")))
+    soff_s = passes["staging_offset"]
+    _raise("staged fragment without a staging offset", passes, staged & soff_s.is_null().to_numpy())
+    soff = _i64(soff_s.fill_null(0))
+    sbytes = _i64(passes["staged_bytes"])
+    size = _i64(passes["size_bytes"])
+    _raise("staged fragment smaller than its words", passes, staged & (sbytes < -(-size // wb) * wb))
+    _raise(f"staged fragment outside the {window}-byte staging window", passes,
+           staged & ((soff < 0) | (soff + sbytes > window)))
+    idx = np.flatnonzero(staged)
+    phase = _i64(passes["phase"])[idx]
+    keys = [phase - phase.min() if len(idx) else phase, _i64(passes["tile"])[idx], _i64(passes["pass"])[idx],
+            soff[idx]]
+    order = _order(keys)
+    k = [a[order] for a in keys[:3]]
+    same = np.r_[False, (k[0][1:] == k[0][:-1]) & (k[1][1:] == k[1][:-1]) & (k[2][1:] == k[2][:-1])]
+    end = (soff + sbytes)[idx][order]
+    lap = same & (soff[idx][order] < np.r_[0, end[:-1]])
+    _raise("staged fragments overlap in a tile's window within one pass", passes, idx[order][lap])
 
 
 def _check_lanes(rows: pl.DataFrame) -> None:
-    for role in ("send", "receive"):
-        twice = (rows.filter(pl.col("role") == role)
-                 .filter(pl.len().over("phase", "step", "tile") > 1)
-                 .sort("phase", "step", "tile"))
-        _raise(f"a tile has two {role} rows in one step", twice)
-    span = rows.group_by("phase", "pass").agg(pl.col("step").min().alias("_first"),
-                                              pl.col("step").max().alias("_last"))
-    order = (span.sort("phase", "pass")
-             .with_columns(pl.col("_last").shift(1).over("phase").alias("_prev_last")))
-    _raise("steps of a staging pass start before the previous pass ends",
-           order.filter(pl.col("_first") <= pl.col("_prev_last")))
+    phase = _i64(rows["phase"])
+    step = _i64(rows["step"])
+    tile = _i64(rows["tile"])
+    send = (rows["role"] == "send").to_numpy()
+    keys = [phase - phase.min() if len(phase) else phase, step - step.min() if len(step) else step, tile,
+            (~send).astype(np.int64)]
+    order = _order(keys)
+    k = [a[order] for a in keys]
+    dup = np.r_[False, np.all([a[1:] == a[:-1] for a in k], axis=0)] if len(order) > 1 else np.zeros(len(order), bool)
+    if dup.any():
+        twice = np.zeros(len(order), dtype=bool)
+        twice[dup] = True
+        twice[np.flatnonzero(dup) - 1] = True
+        role = "send" if send[order[np.flatnonzero(dup)[0]]] else "receive"
+        _raise(f"a tile has two {role} rows in one step", rows, order[twice])
+    # passes in order: along (phase, step) the pass never decreases, and one step has one pass
+    pss = _i64(rows["pass"])[order]
+    same_phase = np.r_[False, k[0][1:] == k[0][:-1]]
+    same_step = same_phase & np.r_[False, k[1][1:] == k[1][:-1]]
+    back = same_phase & (pss < np.r_[0, pss[:-1]])
+    split = same_step & (pss != np.r_[0, pss[:-1]])
+    _raise("steps of a staging pass start before the previous pass ends", rows, order[back | split])
 
 
-def _check_rows(rows: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame, per: pl.DataFrame) -> None:
-    w = rows.with_columns(*[pl.col("words").list.get(i).cast(pl.Int64).alias(f"_w{i}") for i in range(8)])
-    _raise("plan row step word differs from its step", w.filter(pl.col("_w1") != pl.col("step")))
-    _raise("plan row role word differs from its role",
-           w.filter(pl.col("_w0") != pl.when(pl.col("role") == "send").then(0).otherwise(1)))
-    pk = (packets.group_by("group").agg(pl.col("words").sum().alias("_pk_words"), pl.len().alias("_pk"),
-                                        pl.col("transfer_id").first()))
-    fan = passes.group_by("group").agg(pl.len().alias("_fanout"))
-    g = w.join(pk, on="group", how="left").join(fan, on="group", how="left")
-    _raise("plan rows of a group without packets", g.filter(pl.col("_pk").is_null()))
-    _raise("plan row words/packets differ from the group's packets",
-           g.filter((pl.col("_w3") != pl.col("_pk_words")) | (pl.col("_w6") != pl.col("_pk"))))
-    _raise("plan row fanout differs from the group's receiving tiles", g.filter(pl.col("_w7") != pl.col("_fanout")))
-    _raise("rows of one group are in different steps", g.filter(pl.col("step").n_unique().over("group") > 1))
-    send = g.filter(pl.col("role") == "send")
-    _raise("group without exactly one send row", pk.join(send, on="group", how="anti"))
-    _raise("group with several send rows", send.filter(pl.len().over("group") > 1))
-    _raise("send row not on the transfer's source tile",
-           send.join(per, on="transfer_id").filter(pl.col("tile") != pl.col("source")))
-    recv = g.filter(pl.col("role") == "receive").join(per.select("transfer_id", "source"), on="transfer_id")
-    _raise("receive row does not name the source tile", recv.filter(pl.col("_w2") != pl.col("source")))
-    match = recv.join(passes.select("group", "tile", "staging_offset", pl.col("pass").alias("_pass"),
-                                    pl.lit(True).alias("_in_passes")),
-                      on=["group", "tile"], how="full", coalesce=True)
-    _raise("receive rows and receiving tiles of a group differ",
-           match.filter(pl.col("role").is_null() | pl.col("_in_passes").is_null()))
-    _raise("receive row is in a different staging pass than its passes row",
-           match.filter(pl.col("pass") != pl.col("_pass")))
-    _raise("receive row staging offset differs from its pass",
-           match.filter(pl.col("_w4") != pl.col("staging_offset").fill_null(NONE_WORD)))
+def _check_rows(rows: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame, per: _Transfers) -> None:
+    w = rows["words"].to_numpy()
+    w = np.stack(w.tolist()) if w.dtype == object else w
+    w = w.astype(np.int64)
+    if w.ndim != 2 or (len(w) and w.shape[1] < 8):
+        raise InvalidIRError(f"plan rows must carry at least 8 words each, got shape {w.shape}")
+    step = _i64(rows["step"])
+    send = (rows["role"] == "send").to_numpy()
+    _raise("plan row step word differs from its step", rows, w[:, W_STEP] != step)
+    _raise("plan row role word differs from its role", rows, w[:, W_ROLE] != np.where(send, 0, 1))
+    # per group: packets (words, count, transfer) and receiving tiles (fanout)
+    pgrp = _i64(packets["group"])
+    rgrp = _i64(rows["group"])
+    qgrp = _i64(passes["group"])
+    ids = np.unique(pgrp)
+    lo = int(min(ids.min() if len(ids) else 0, rgrp.min() if len(rgrp) else 0, qgrp.min() if len(qgrp) else 0))
+    hi = int(max(ids.max() if len(ids) else 0, rgrp.max() if len(rgrp) else 0, qgrp.max() if len(qgrp) else 0))
+    if hi - lo > 4 * (len(ids) + 1) + 4096:   # sparse group ids: index them densely
+        allg = np.unique(np.r_[pgrp, rgrp, qgrp])
+        pgrp, rgrp, qgrp = (np.searchsorted(allg, a) for a in (pgrp, rgrp, qgrp))
+        lo, size = 0, len(allg)
+    else:
+        pgrp, rgrp, qgrp, size = pgrp - lo, rgrp - lo, qgrp - lo, hi - lo + 1
+    pk_n = np.bincount(pgrp, minlength=size)
+    pk_words = np.bincount(pgrp, weights=_i64(packets["words"]), minlength=size).astype(np.int64)
+    pk_tix = np.full(size, -1, dtype=np.int64)
+    pk_tix[pgrp] = per.lookup(_i64(packets["transfer_id"]))
+    fanout = np.bincount(qgrp, minlength=size)
+    _raise("plan rows of a group without packets", rows, pk_n[rgrp] == 0)
+    _raise("plan row words/packets differ from the group's packets", rows,
+           (w[:, W_WORDS] != pk_words[rgrp]) | (w[:, W_PACKETS] != pk_n[rgrp]))
+    _raise("plan row fanout differs from the group's receiving tiles", rows, w[:, W_FANOUT] != fanout[rgrp])
+    sends = np.bincount(rgrp[send], minlength=size)
+    no_send = np.flatnonzero((pk_n > 0) & (sends == 0))
+    if len(no_send):
+        _raise("group without exactly one send row", pl.DataFrame({"group": no_send + lo}), np.arange(len(no_send)))
+    _raise("group with several send rows", rows, send & (sends[rgrp] > 1))
+    send_step = np.full(size, -1, dtype=np.int64)
+    send_step[rgrp[send]] = step[send]
+    _raise("rows of one group are in different steps", rows, step != send_step[rgrp])
+    source = np.where(pk_tix >= 0, np.r_[per.source, -1][pk_tix], -1)
+    tile = _i64(rows["tile"])
+    _raise("send row not on the transfer's source tile", rows, send & (tile != source[rgrp]))
+    _raise("receive row does not name the source tile", rows, ~send & (w[:, W_PARTNER] != source[rgrp]))
+    # receive rows and passes rows: the same (group, tile) pairs, in the same pass, at the same staging offset
+    recv = np.flatnonzero(~send)
+    qtile = _i64(passes["tile"])
+    tiles = int(max(tile.max() if len(tile) else 0, qtile.max() if len(qtile) else 0)) + 1
+    key_r = rgrp[recv] * tiles + tile[recv]
+    key_q = qgrp * tiles + qtile
+    o_r, o_q = _order([key_r]), _order([key_q])
+    kr, kq = key_r[o_r], key_q[o_q]
+    if len(kr) != len(kq) or not np.array_equal(kr, kq):
+        only_r = recv[o_r][~np.isin(kr, kq)]
+        only_q = o_q[~np.isin(kq, kr)]
+        _raise("receive rows and receiving tiles of a group differ (receive rows without a passes row)", rows, only_r)
+        _raise("receive rows and receiving tiles of a group differ (passes rows without a receive row)",
+               passes, only_q)
+        dup_r = recv[o_r][np.r_[False, kr[1:] == kr[:-1]]]
+        _raise("receive rows and receiving tiles of a group differ (a tile has two receive rows)", rows, dup_r)
+        _raise("receive rows and receiving tiles of a group differ (a tile has two passes rows)", passes,
+               o_q[np.r_[False, kq[1:] == kq[:-1]]])
+    rr, qq = recv[o_r], o_q
+    _raise("receive row is in a different staging pass than its passes row", rows,
+           rr[_i64(rows["pass"])[rr] != _i64(passes["pass"])[qq]])
+    soff = _i64(passes["staging_offset"].fill_null(NONE_WORD))[qq]
+    _raise("receive row staging offset differs from its pass", rows, rr[w[rr, W_STAGING] != soff])
