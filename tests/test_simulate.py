@@ -17,7 +17,7 @@ import toolkit
 from toolkit import tables
 from toolkit.errors import FormatError, InvalidIRError, OptionError
 from toolkit.exchange import lower_exchanges
-from toolkit.profile import crop, read_capnp, read_parquet, write_capnp, write_parquet
+from toolkit.profile import crop, idle, read_capnp, read_parquet, write_capnp, write_parquet
 from toolkit.profile.model import WRAP, validate
 from toolkit.schedule import COMMANDS_SCHEMA, PHASES_SCHEMA, REPEAT_PHASES_SCHEMA
 from toolkit.simulate import CALIBRATION_SCHEMA, ROOFLINE_SCHEMA, load_calibration, phase_order, roofline, simulate
@@ -96,6 +96,17 @@ def test_golden_two_phase_program() -> None:
                            (1, 3, "receive", 1, 0, x01), (1, 3, "send", 1, 0, x10)]
     assert crop(p).cropped_cycles == 3500 + x01 + 200 - 1000
     assert validate(p, file="<simulated>").samples.equals(p.samples)  # passes the readers' own checks
+
+
+def test_repeat_block_between_unrepeated_phases() -> None:
+    c = program([("compute", "pre"), ("compute", "a"), ("compute", "b"), ("compute", "post")],
+                [(i, 0, "add", 10 * (i + 1)) for i in range(4)], [], repeats=[("blk", 2, 1, 2)])
+    assert phase_order(c.schedule).select("phase", "instance").rows() == [
+        (0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (3, 0)]
+    p = simulate(c)
+    assert p.samples.select("phase", "epoch", "operation", "start_cycle").rows()[1:] == [
+        (0, 0, "pre", 600), (1, 0, "a", 610), (2, 0, "b", 630), (3, 1, "a", 660), (4, 1, "b", 680),
+        (5, 0, "post", 710)]
 
 
 def test_golden_repeat_runs_block_phases_once_per_instance_in_order() -> None:
@@ -180,6 +191,7 @@ def _assert_barriers(p) -> None:
 def test_phase_barrier_property(c, base: int) -> None:
     p = simulate(c, base_cycle=base)
     _assert_barriers(p)
+    validate(p, file="<simulated>")
     # every tile's first sample is the initial sync; the crop is as long as the program plus that sync
     firsts = p.samples.filter(sample=0)
     assert set(firsts["kind"]) == {"synchronization"} and firsts.height == p.tiles
@@ -204,7 +216,13 @@ def test_barriers_hold_on_a_compiled_mlp(mlp) -> None:
     p = simulate(mlp)
     _assert_barriers(p)
     # the simulated program is as long as the stages' own estimate (plus the initial sync)
-    assert crop(p).cropped_cycles == mlp.est_cycles() + SYNC
+    cropped = crop(p).cropped_cycles
+    assert cropped == mlp.est_cycles() + SYNC
+    # busy plus derived idle time covers every tile's whole cropped span
+    busy = crop(p).samples.group_by("tile").agg(pl.col("duration_cycles").sum())
+    gaps = idle(p).group_by("tile").agg(pl.col("duration_cycles").sum().alias("idle")).collect()
+    total = busy.join(gaps, on="tile", how="left").select(pl.col("duration_cycles") + pl.col("idle").fill_null(0))
+    assert set(total.to_series().to_list()) == {cropped}
 
 
 def test_wrap_crops_like_base_zero(mlp) -> None:
