@@ -478,3 +478,28 @@ def test_verify_package_accepts_disjoint_segments_and_finds_any_overlap(spec, da
         pl.when(pl.col("object_id") == k).then(pl.lit(prev["last"], pl.Int32)).otherwise("last").alias("last"))
     with pytest.raises(InvalidIRError, match="share bytes while both live"):
         verify_package(bad, target)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["mlp-single-b4", "attention-b1", "attention-fused-b1", "mlp-b2-n3",
+                                      "siglip-base"])
+def test_every_preset_packages(workload):
+    """Sizing only, on the chosen layout (the stages run here, so a layout that does not place still packages)."""
+    from toolkit.exchange import lower_exchanges
+    from toolkit.layout import search_layouts
+    from toolkit.layout.search import params_of
+    from toolkit.options import as_options
+    from toolkit.schedule import schedule
+    from toolkit.tiles import lower_tiles
+
+    target = toolkit.ipu21()
+    layout = search_layouts(toolkit.build_graph(workload), target, as_options(None))
+    params = params_of(layout.candidates.filter(pl.col("chosen")).row(0, named=True))
+    sched = schedule(layout.graphs[params.fused_qkv], params, target, tiles=layout.tiles)
+    exchange = lower_exchanges(sched.transfers, target)
+    tiles = lower_tiles(sched)
+    pkg = size_package(sched, exchange, tiles, target)
+    s = pkg.summary.row(0, named=True)
+    assert s["tiles"] == tiles.per_tile.height and s["rows"] == exchange.rows.height
+    assert s["total_bytes"] == pkg.objects["size_bytes"].sum() and s["image_bytes"] < s["loaded_bytes"]
+    assert pkg.templates.height == sched.repeats.height
