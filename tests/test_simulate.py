@@ -333,6 +333,11 @@ def test_bad_calibration_measurements(tmp_path: Path, entry, match: str) -> None
     assert info.value.field.startswith("measurements[1]")
 
 
+def test_calibration_frame_without_the_columns() -> None:
+    with pytest.raises(OptionError, match=r"calibration frame is missing columns \['dimensions', 'median_cycles'\]"):
+        simulate(golden(), calibration=pl.DataFrame({"kernel": ["gelu"]}))
+
+
 def test_missing_calibration_file(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match=r"nope.json: cannot read the calibration file"):
         simulate(golden(), calibration=tmp_path / "nope.json")

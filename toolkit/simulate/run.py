@@ -15,7 +15,7 @@ from toolkit import tables
 from toolkit.errors import InvalidIRError, OptionError
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
-from toolkit.simulate.calibration import apply_calibration, load_calibration
+from toolkit.simulate.calibration import CALIBRATION_SCHEMA, apply_calibration, load_calibration
 
 if TYPE_CHECKING:
     from toolkit.pipeline import Compilation
@@ -43,6 +43,11 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
     cal = None
     if calibration is not None:
         cal = calibration if isinstance(calibration, pl.DataFrame) else load_calibration(calibration)
+        missing = [c for c in ("kernel", "dimensions", "median_cycles") if c not in cal.columns]
+        if missing:
+            msg = (f"calibration frame is missing columns {missing}; pass a path or a frame from "
+                   f"load_calibration (columns {list(CALIBRATION_SCHEMA)})")
+            raise OptionError(msg, field="calibration", value=missing)
     order = phase_order(sched)
     compute = _compute_steps(sched.commands, cal)
     exch, acts = _exchange_steps(compilation, target)
@@ -84,7 +89,6 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
         pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
         .alias("exchange_event_cycles"),
     ).cast(tables.SAMPLES_SCHEMA)
-    # activities in (sample row, start, receive before send) order, again through one int64 key
     # activities: each exchange sample gathers its (tile, phase) slice of the sorted activity arrays
     segments = (rows.filter(pl.col("kind") == "exchange").select("tile", "phase", "sample", "_row")
                 .join(exch.select("tile", "phase", "_first", "_count"), on=["tile", "phase"])
