@@ -91,6 +91,7 @@ def test_golden_two_phase_program() -> None:
         (1, 4, 3, "compute", "add", "res", 3500 + x01, 3500 + x01 + 200),
     ]
     assert p.samples.filter(kind="exchange")["exchange_event_cycles"].to_list() == [x01, x01]
+    assert p.metadata.rows() == [(0, 1, "invocations", "1"), (1, 1, "invocations", "1"), (1, 4, "invocations", "1")]
     acts = p.activities.select("tile", "sample", "kind", "fanout", "start_cycle", "end_cycle").sort("tile", "kind")
     assert acts.rows() == [(0, 3, "receive", 1, 0, x10), (0, 3, "send", 1, 0, x01),
                            (1, 3, "receive", 1, 0, x01), (1, 3, "send", 1, 0, x10)]
@@ -299,6 +300,7 @@ def test_calibrated_cost_is_median_times_groups(tmp_path: Path) -> None:
     cal = load_calibration(_cal(tmp_path, [_m("amp_matmul_f16", [16, 32, 64], 100.4), _m("softmax", [16, 32], 7)]))
     p = simulate(c, calibration=cal)
     assert p.samples.filter(kind="compute").select("tile", "end_cycle").rows() == [(0, 600 + 301), (1, 600 + 14)]
+    assert p.metadata["value"].to_list() == ["3", "2"]
 
 
 @pytest.mark.parametrize(("doc", "match"), [

@@ -16,7 +16,9 @@ cost calibration); returns a :class:`~toolkit.profile.Profile` with
   offset, receive before send.
 - compute: duration = the sum of the tile's commands' ``est_cycles`` in the
   phase (or their calibrated cost); ``kernel`` = the kernel with the most cycles
-  on the tile in that phase; ``operation`` = the phase's op name.
+  on the tile in that phase; ``operation`` = the phase's op name; a metadata
+  row ``invocations`` = that kernel's invocations on the tile (sum of its
+  commands' ``groups``), as hardware profiles carry for calibration.
 - exchange (from the exchange lowering): within a phase, steps run in order;
   a step lasts as long as its slowest group, ``ceil(words * word_bytes /
   exchange_bytes_per_cycle) + packets * exchange_fragment_cycles``; every

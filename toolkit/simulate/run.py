@@ -58,8 +58,9 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
                     pl.when(pl.col("kind") == "compute").then(pl.col("compute_cycles"))
                     .when(pl.col("kind") == "exchange").then(pl.col("exchange_cycles"))
                     .otherwise(pl.lit(sync, tables.BIG)).fill_null(0).alias("cycles"),
-                    pl.col("kernel").fill_null(""), pl.col("event_cycles").fill_null(0))
-                .select("tile", "phase", "kind", "kernel", "cycles", "event_cycles"))
+                    pl.col("kernel").fill_null(""), pl.col("event_cycles").fill_null(0),
+                    pl.col("invocations").fill_null(0))
+                .select("tile", "phase", "kind", "kernel", "cycles", "event_cycles", "invocations"))
     # barriers: a phase lasts as long as its slowest tile; cumulative sums over the expanded order
     length = per_step.group_by("phase").agg(pl.col("cycles").max().alias("length"))
     order = (order.join(length, on="phase", how="left").sort("event")
@@ -70,7 +71,8 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
         pl.lit(-1, tables.ID).alias("phase"), pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
         pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("event_cycles"),
         pl.lit(-1, tables.BIG).alias("event"), pl.lit(0, tables.BIG).alias("instance"),
-        pl.lit(INITIAL_SYNC).alias("name"), pl.lit(0, tables.BIG).alias("offset")))
+        pl.lit(INITIAL_SYNC).alias("name"), pl.lit(0, tables.BIG).alias("offset"),
+        pl.lit(0, tables.BIG).alias("invocations")))
     # one int64 sort key per sample: (tile, event), the initial sync first
     rows = (pl.concat([first, timed.select(first.columns)], how="vertical_relaxed")
             .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)
@@ -94,7 +96,12 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
                 .join(exch.select("tile", "phase", "_first", "_count"), on=["tile", "phase"])
                 .sort("_row"))
     activities = _activities(acts, segments)
-    return Profile(samples=all_samples, activities=activities, metadata=tables.empty(tables.METADATA_SCHEMA),
+    # metadata: the main kernel's invocation count on every compute sample, as hardware profiles carry it
+    metadata = (rows.filter(pl.col("kind") == "compute")
+                .select("tile", "sample", pl.lit("invocations").alias("name"),
+                        pl.col("invocations").cast(tables.STR).alias("value"))
+                .cast(tables.METADATA_SCHEMA))
+    return Profile(samples=all_samples, activities=activities, metadata=metadata,
                    clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
 
 
@@ -113,14 +120,15 @@ def phase_order(schedule: Schedule) -> pl.DataFrame:
 
 # -- steps -------------------------------------------------------------------------------------------
 def _compute_steps(commands: pl.DataFrame, cal: pl.DataFrame | None) -> pl.DataFrame:
-    """(phase, tile) -> compute_cycles and main kernel (most cycles, then name)."""
+    """(phase, tile) -> compute_cycles, main kernel (most cycles, then name) and its invocations (sum of groups)."""
     cmd = commands.select("phase", "tile", "kernel", "rows", "cols", "inner", "groups", "est_cycles")
     if cal is not None and cal.height:
         cmd = apply_calibration(cmd, cal)
-    per_kernel = cmd.group_by("phase", "tile", "kernel").agg(pl.col("est_cycles").sum())
+    per_kernel = cmd.group_by("phase", "tile", "kernel").agg(pl.col("est_cycles").sum(),
+                                                             pl.col("groups").sum().alias("invocations"))
     return (per_kernel.sort("est_cycles", "kernel", descending=[True, False])
             .group_by("phase", "tile")
-            .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel").first()))
+            .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel", "invocations").first()))
 
 
 def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
