@@ -34,6 +34,8 @@ GREEDY_LARGE = 20_000
 FIRST_FIT_MAX = 20_000
 #: how many tie-break orders the search restarts cycle through
 SEARCH_HEURISTICS = 5
+#: shuffled-tie orders added to every round of restarts
+SEARCH_SHUFFLED = 2
 
 
 class ArenaStatus(StrEnum):
@@ -317,13 +319,17 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     nodes = 0
     budget = 2 * n
     restarts = 0
-    rng = np.random.default_rng(restarts)
+    rng = np.random.default_rng(0)
+    per_round = len(ranks) + SEARCH_SHUFFLED
+    area = size * (upper - lower)
+    total = _max_section_total(sl, su, size, sections)
     while time.perf_counter() < deadline:
-        _name, rank = ranks[restarts % len(ranks)]
-        if restarts >= 2 * len(ranks):  # after two rounds, diversify: shuffle ties within a coarse order
+        slot = restarts % per_round
+        if slot < len(ranks):
+            rank = ranks[slot][1]
+        else:  # diversify: a coarse area or total order with ties shuffled
             noise = rng.random(n)
-            total = _max_section_total(sl, su, size, sections)
-            keys = [(-(size * (upper - lower)), -total), (-total, -(size * (upper - lower)))][restarts % 2]
+            keys = [(-area, -total), (-total, -area)][slot % 2]
             rank = np.empty(n, np.int64)
             rank[np.lexsort((noise, *(k // max(int(np.abs(k).max()) // 64, 1) for k in keys)))] = np.arange(n)
         st = np.zeros(7, np.int64)
@@ -354,6 +360,6 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
         if status == K.EXHAUSTED:
             return None, True, nodes, restarts
         restarts += 1
-        if restarts % len(ranks) == 0:
+        if restarts % per_round == 0:
             budget *= 2
     return None, False, nodes, restarts
