@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolkit.errors import OptionError
 from toolkit.layout import CANDIDATES_SCHEMA
@@ -84,3 +86,20 @@ def test_real_candidates_render(small):
     assert len(layer_data(spec, 2)) == 1
     rows = tradeoff(cand).to_dict()
     assert rows["title"].endswith(f"chosen row_block = {small.layout.chosen.row_block}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([8, 16, 18, 36]), st.integers(1, 10**6), st.integers(1, 10**6),
+                          st.booleans()), min_size=1, max_size=30))
+def test_tradeoff_is_the_per_value_minimum(rows):
+    base = candidates().head(1)
+    cand = pl.concat([base.with_columns(pl.lit(i, dtype=pl.Int32).alias("candidate_id"),
+                                        pl.lit(rb).alias("row_block"), pl.lit(cyc).alias("est_cycles"),
+                                        pl.lit(mem).alias("peak_live_bytes"), pl.lit(ok).alias("feasible"),
+                                        pl.lit(i == 0).alias("chosen"))
+                      for i, (rb, cyc, mem, ok) in enumerate(rows)])
+    best = tradeoff(cand).hconcat[0].data          # the reduced frame the chart embeds (no spec validation)
+    got = dict(best.select("row_block", "best_cycles").iter_rows())
+    want = cand.filter("feasible").group_by("row_block").agg(pl.col("est_cycles").min())
+    assert got == dict(want.iter_rows())
+    assert best.filter("chosen")["row_block"].to_list() == ([rows[0][0]] if rows[0][0] in got else [])

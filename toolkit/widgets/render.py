@@ -40,7 +40,7 @@ def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
     Drawn as SVG, so titles and labels are text a browser test (or a reader's search) can find.
     """
     alt.JupyterChart.enable_offline()
-    return alt.JupyterChart(chart, embed_options={"renderer": "svg"})
+    return alt.JupyterChart(chart, embed_options={"renderer": "svg"})  # type: ignore[arg-type]  # None is allowed
 
 
 def html_table(df: pl.DataFrame, *, title: str = "") -> str:
