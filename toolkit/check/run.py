@@ -136,16 +136,15 @@ def _bounds(sram: Sram, start: np.ndarray, length: np.ndarray, what: str) -> Non
 # -- exchange -------------------------------------------------------------------
 @dataclass(slots=True)
 class ExchangePlan:
+    """Byte runs of one exchange phase: gather into a stream, then per staging pass (window in, window out,
+    direct receives, destinations of the receives completed in that pass)."""
+
     src_flat: np.ndarray
     stream_pos: np.ndarray
     src_len: np.ndarray
     stream_bytes: int
-    passes: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # stream pos, staging flat, recv pos, len
-    direct: tuple[np.ndarray, np.ndarray, np.ndarray]                    # stream pos, recv pos, len
     recv_bytes: int
-    dst_flat: np.ndarray
-    recv_pos: np.ndarray
-    dst_len: np.ndarray
+    passes: list[dict[str, tuple[np.ndarray, ...]]]
 
 
 def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, sram: Sram) -> ExchangePlan:
@@ -172,48 +171,72 @@ def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, 
     dst_start = sram.start0[dst] + rows["dst_offset"].to_numpy()
     dpiece, dflat, dlen, dpacked = rect_runs(dst_start, dims, t.odims[dst, 1], t.odims[dst, 2], eb)
     _bounds(sram, dflat, dlen, f"exchange phase {phase} destinations")
-    staged_rows = np.zeros(len(tid), dtype=bool)
+    frags = _fragments(phase, passes, tid, rows["destination"].to_numpy(), size)
+    done = np.zeros(len(tid), dtype=np.int64)          # pass in which each receive completes
+    np.maximum.at(done, frags["row"], frags["pass"])
+    staged = frags["staging_object"] >= 0
+    so = frags["staging_object"][staged]
+    end = frags["staging_offset"][staged] + frags["size"][staged]
+    if np.any(end > sram.size[so]):
+        k = int(np.argmax(end > sram.size[so]))
+        msg = (f"exchange phase {phase}: a staged fragment ends at byte {int(end[k])} of staging object "
+               f"{int(so[k])} on tile {int(sram.tile[so[k]])}, which has only {int(sram.size[so[k]])} bytes")
+        raise InvalidIRError(msg)
+    stage = np.full(len(staged), -1, dtype=np.int64)
+    stage[staged] = sram.start0[so] + frags["staging_offset"][staged]
+    _bounds(sram, stage[staged], frags["size"][staged], f"exchange phase {phase} staging")
+    r, boff = frags["row"], frags["byte_offset"]
+    spos, rpos = tstart[u_of_row[r]] + boff, rstart[r] + boff
     plan_passes = []
-    if passes is not None and passes.height:
-        key = pl.DataFrame({"transfer_id": tid, "tile": rows["destination"].to_numpy(),
-                            "_r": np.arange(len(tid))}).cast({"tile": pl.Int32})
-        ps = (passes.filter((pl.col("phase") == phase) & pl.col("staging_offset").is_not_null())
-              .join(key, on=["transfer_id", "tile"], how="inner").sort("pass", "_r", "byte_offset"))
-        if ps.height:
-            r = ps["_r"].to_numpy()
-            staged_rows[r] = True
-            boff = ps["byte_offset"].to_numpy()
-            ln = ps["size_bytes"].to_numpy().astype(np.int64)
-            so = ps["staging_object"].to_numpy()
-            end = ps["staging_offset"].to_numpy() + ln
-            if np.any(end > sram.size[so]):
-                k = int(np.argmax(end > sram.size[so]))
-                msg = (f"exchange phase {phase}: a staged fragment of transfer {int(ps['transfer_id'][k])} ends at "
-                       f"byte {int(end[k])} of staging object {int(so[k])} on tile {int(ps['tile'][k])}, which has "
-                       f"only {int(sram.size[so[k]])} bytes")
-                raise InvalidIRError(msg)
-            stage = sram.start0[so] + ps["staging_offset"].to_numpy()
-            _bounds(sram, stage, ln, f"exchange phase {phase} staging")
-            pnum = ps["pass"].to_numpy()
-            for p in np.unique(pnum):
-                m = pnum == p
-                plan_passes.append((tstart[u_of_row[r[m]]] + boff[m], stage[m], rstart[r[m]] + boff[m], ln[m]))
-    d = np.nonzero(~staged_rows)[0]
+    for p in np.unique(np.concatenate([frags["pass"], done])):
+        f = frags["pass"] == p
+        w, d = f & staged, f & ~staged
+        rows_done = np.isin(dpiece, np.nonzero(done == p)[0])
+        plan_passes.append({
+            "window": (spos[w], stage[w], rpos[w], frags["size"][w]),
+            "direct": (spos[d], rpos[d], frags["size"][d]),
+            "deliver": (rstart[dpiece[rows_done]] + dpacked[rows_done], dflat[rows_done], dlen[rows_done]),
+        })
     return ExchangePlan(src_flat=sflat, stream_pos=tstart[piece] + packed, src_len=slen,
-                        stream_bytes=int(tsize.sum()), passes=plan_passes,
-                        direct=(tstart[u_of_row[d]], rstart[d], size[d]), recv_bytes=int(size.sum()),
-                        dst_flat=dflat, recv_pos=rstart[dpiece] + dpacked, dst_len=dlen)
+                        stream_bytes=int(tsize.sum()), recv_bytes=int(size.sum()), passes=plan_passes)
+
+
+def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: np.ndarray,
+               size: np.ndarray) -> dict[str, np.ndarray]:
+    """Received fragments of the phase's receive rows: row, pass, byte offset, size, staging object and offset.
+
+    From the exchange's staging passes; a receive the passes do not list arrives whole, directly, in pass 0.
+    """
+    key = pl.DataFrame({"transfer_id": tid, "tile": dest, "row": np.arange(len(tid))}).cast(
+        {"transfer_id": pl.Int64, "tile": pl.Int32})
+    cols = ("row", "pass", "byte_offset", "size_bytes", "staging_object", "staging_offset")
+    if passes is not None and passes.height:
+        ps = (passes.filter(pl.col("phase") == phase).join(key, on=["transfer_id", "tile"], how="inner")
+              .select(*cols).with_columns(pl.col("staging_object", "staging_offset").fill_null(-1)))
+    else:
+        ps = pl.DataFrame(schema=dict.fromkeys(cols, pl.Int64))
+    missing = np.setdiff1d(np.arange(len(tid)), ps["row"].to_numpy())
+    extra = pl.DataFrame({"row": missing, "pass": np.zeros_like(missing), "byte_offset": np.zeros_like(missing),
+                          "size_bytes": size[missing], "staging_object": np.full_like(missing, -1),
+                          "staging_offset": np.full_like(missing, -1)})
+    ps = pl.concat([ps.cast(pl.Int64), extra.cast(pl.Int64)]).sort("pass", "row", "byte_offset")
+    out = {c: ps[c].to_numpy() for c in cols}
+    out["size"] = out.pop("size_bytes")
+    return out
 
 
 def run_exchange(p: ExchangePlan, sram: Sram) -> None:
     stream = np.empty(p.stream_bytes, dtype=np.uint8)
     copy_runs(sram.flat, p.src_flat, stream, p.stream_pos, p.src_len)
     recv = np.empty(p.recv_bytes, dtype=np.uint8)
-    for spos, stage, rpos, ln in p.passes:   # the window is written in full, then copied out
+    for step in p.passes:
+        spos, stage, rpos, ln = step["window"]      # staged fragments land in the window, then are copied out
         copy_runs(stream, spos, sram.flat, stage, ln)
         copy_runs(sram.flat, stage, recv, rpos, ln)
-    copy_runs(stream, p.direct[0], recv, p.direct[1], p.direct[2])
-    copy_runs(recv, p.recv_pos, sram.flat, p.dst_flat, p.dst_len)
+        spos, rpos, ln = step["direct"]             # direct receives
+        copy_runs(stream, spos, recv, rpos, ln)
+        rpos, dflat, dlen = step["deliver"]         # receives complete in this pass reach their objects
+        copy_runs(recv, rpos, sram.flat, dflat, dlen)
 
 
 # -- compute ----------------------------------------------------------------------
