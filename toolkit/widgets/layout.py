@@ -170,6 +170,8 @@ class LayoutExplorer:
     def _compile(self, opts: Options) -> Compilation:
         if opts not in self._compiled:
             self._compiled[opts] = compile(self.graph, self.target, opts)
+            if opts.row_block is None and opts.row_shard is None:   # its search already spans every row block
+                self._searched.setdefault(opts, self._compiled[opts].layout)
         if opts in self._order:
             self._order.remove(opts)
         self._order.append(opts)
