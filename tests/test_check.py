@@ -246,3 +246,15 @@ def test_inner_split_partials_reduce_and_waves() -> None:
     r = check(c)
     assert r.passed, r.message
     assert r.max_abs_error < 0.02
+
+
+def test_small_encoder_batch_two_repeated_passes() -> None:
+    """Attention then MLP, two images folded into rows, two layers: carried values through both blocks."""
+    w = toolkit.Workload(name="encoder-tiny", kind="encoder", tokens=40, width=64, hidden=128, heads=4, head_dim=16,
+                         batch=2, blocks=2, compute_tiles=48)
+    r = check(toolkit.compile(w))
+    assert r.passed, r.message
+    ops = r.operands
+    assert ops["instance"].max() == 1
+    assert {"attn.softmax", "mlp.gelu"} <= set(ops["op"])
+    assert r.outputs["elements"][0] == 2 * 40 * 64
