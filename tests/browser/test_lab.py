@@ -98,7 +98,7 @@ def _stop(proc: subprocess.Popen, base: str) -> None:
         proc.wait(timeout=5)
 
 
-def test_row_block_slider_redraws_the_pareto_chart(lab):
+def test_row_block_slider_redraws_the_pareto_chart(lab, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     start = time.monotonic()
 
@@ -145,7 +145,8 @@ def test_row_block_slider_redraws_the_pareto_chart(lab):
             assert int(after) > int(before)
         except Exception:
             print("browser test timeline (s):", marks)
-            page.screenshot(path=str(SHOTS / "lab-failure.png"), full_page=True)
+            shots = Path(os.environ.get("TOOLKIT_BROWSER_SHOTS", tmp_path))  # a failure screenshot to look at
+            page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
             raise
         finally:
             browser.close()

@@ -100,6 +100,7 @@ def test_sram_explorer_tile_picker(small):
     assert ex.tile.value == other
     assert ex.map_chart.chart.to_dict()["title"].startswith(f"tile {other}:")
     assert ex.breakdown_chart.chart.to_dict()["title"].startswith(f"tile {other} peaks at event")
+    assert ex.over_time_chart.chart.to_dict()["title"] == f"tile {other}: live bytes per event"
     ex.color.value = "class"
     assert ex.map_chart.chart.to_dict()["layer"][0]["encoding"]["color"]["field"] == "class"
 
@@ -116,7 +117,7 @@ def test_sram_explorer_follows_a_heatmap_click(small):
 def test_sram_explorer_empty_tile(small):
     idle = int(small.placement.occupancy["tile"].max()) + 1
     ex = SramExplorer(small, tile=idle)
-    assert ex.breakdown_chart.chart is None
+    assert ex.breakdown_chart.chart is None and ex.over_time_chart.chart is None
     assert ex.status.value == f"tile {idle} holds no objects: nothing is live on it"
 
 

@@ -1,5 +1,5 @@
 """``SramExplorer``: pick a tile (slider, busiest-tiles list, or a click on the chip heat map) and see
-its memory map with lifetimes and what is live at its peak."""
+its memory map with lifetimes, what is live at its peak, and its live bytes over time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import polars as pl
 
 from toolkit.errors import OptionError
 from toolkit.pipeline import Compilation
-from toolkit.viz.memory import MAP_COLORS, memory_map, occupancy_heatmap, peak_breakdown, tile_peaks
+from toolkit.viz.memory import (
+    MAP_COLORS,
+    memory_map,
+    occupancy_heatmap,
+    occupancy_over_time,
+    peak_breakdown,
+    tile_peaks,
+)
 from toolkit.widgets.render import chart_widget
 
 BUSIEST = 12
@@ -51,11 +58,12 @@ class SramExplorer:
         self.heatmap.selections.observe(self._clicked, names="picked_tile")
         self.map_chart = chart_widget(None)
         self.breakdown_chart = chart_widget(None)
+        self.over_time_chart = chart_widget(None)
         self.tile.observe(lambda _: self.update(), names="value")
         self.color.observe(lambda _: self.update(), names="value")
         self.busiest.observe(self._picked, names="value")
         self.widget = w.VBox([self.heatmap, w.HBox([self.tile, self.busiest, self.color]), self.status,
-                              self.map_chart, self.breakdown_chart])
+                              self.map_chart, self.breakdown_chart, self.over_time_chart])
         self.update()
 
     def update(self) -> None:
@@ -67,9 +75,12 @@ class SramExplorer:
         row = self.peaks.filter(pl.col("tile") == tile).row(0, named=True)
         if row["peak_event"] is None:
             self.breakdown_chart.chart = None
+            self.over_time_chart.chart = None
             self.status.value = f"tile {tile} holds no objects: nothing is live on it"
             return
         self.breakdown_chart.chart = peak_breakdown(objects, placement, occ, self.target, tile, by=self.by)
+        self.over_time_chart.chart = occupancy_over_time(occ, [tile], target=self.target).properties(
+            title=f"tile {tile}: live bytes per event")
         self.status.value = (f"tile {tile}: peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
                              f"{row['capacity_bytes']:,} B) at event {row['peak_event']}")
 
