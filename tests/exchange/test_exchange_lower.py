@@ -78,6 +78,20 @@ def test_golden_plan_rows() -> None:
     assert ex.rows.schema["words"] == pl.Array(pl.UInt32, 9)
 
 
+def fnv1a(words: list[int]) -> int:
+    h = 0xCBF29CE484222325
+    for w in words:
+        h = ((h ^ w) * 0x100000001B3) % (1 << 64)
+    return h
+
+
+@settings(max_examples=20, deadline=None)
+@given(transfer_sets(max_bytes=400))
+def test_digest_is_fnv1a_of_the_row_words(t: pl.DataFrame) -> None:
+    rows = lower_exchanges(t, TINY).rows
+    assert [fnv1a(w) for w in rows["words"].to_list()] == rows["digest"].to_list()
+
+
 def test_est_cycles_model() -> None:
     t = pl.DataFrame({"transfer_id": [1], "phase": [3], "source": [0], "destination": [1], "size_bytes": [400],
                       "staging_object": [1]})

@@ -159,8 +159,8 @@ def _assign(groups: pl.DataFrame, passes: pl.DataFrame, gpass: np.ndarray) -> tu
 
 def _plan_rows(groups: pl.DataFrame, passes: pl.DataFrame, step: np.ndarray) -> pl.DataFrame:
     ng = groups.height
-    g = {c: groups[c].to_numpy() for c in ("phase", "group", "source", "fanout", "words", "packets",
-                                           "src_offset", "fragment", "pass")}
+    g = {c: groups[c].to_numpy().astype(np.int64) for c in ("phase", "group", "source", "fanout", "words", "packets",
+                                                            "src_offset", "fragment", "pass")}
     gtid = groups["transfer_id"].to_numpy()
     last = np.r_[gtid[1:] != gtid[:-1], True][:ng]
     rgrp = passes["group"].to_numpy()
@@ -174,49 +174,55 @@ def _plan_rows(groups: pl.DataFrame, passes: pl.DataFrame, step: np.ndarray) -> 
     uni = g["fanout"][rgrp] == 1
     single_dest[rgrp[uni]] = rtile[uni]
     nr = len(rgrp)
+    send = np.stack([np.full(ng, ROLE_SEND), step, single_dest, g["words"], np.full(ng, NONE_WORD),
+                     g["src_offset"], g["packets"], g["fanout"], flags_g | staged_any], axis=1)
     words = np.empty((ng + nr, ROW_FIELDS), dtype=np.uint32)
-    send, recv = words[:ng], words[ng:]
-    send[:, 0] = ROLE_SEND
-    send[:, 1] = step
-    send[:, 2] = single_dest
-    send[:, 3] = g["words"]
-    send[:, 4] = NONE_WORD
-    send[:, 5] = g["src_offset"]
-    send[:, 6] = g["packets"]
-    send[:, 7] = g["fanout"]
-    send[:, 8] = flags_g | staged_any
+    words[:ng] = send
+    recv = words[ng:]
+    r_stag_off = passes["staging_offset"].fill_null(NONE_WORD).to_numpy()
+    r_dst_off = passes["dst_offset"].to_numpy()
+    r_flags = flags_g[rgrp] | r_staged
     recv[:, 0] = ROLE_RECEIVE
     recv[:, 1] = step[rgrp]
     recv[:, 2] = g["source"][rgrp]
     recv[:, 3] = g["words"][rgrp]
-    recv[:, 4] = passes["staging_offset"].fill_null(NONE_WORD).to_numpy()
-    recv[:, 5] = passes["dst_offset"].to_numpy()
+    recv[:, 4] = r_stag_off
+    recv[:, 5] = r_dst_off
     recv[:, 6] = g["packets"][rgrp]
     recv[:, 7] = g["fanout"][rgrp]
-    recv[:, 8] = flags_g[rgrp] | r_staged
+    recv[:, 8] = r_flags
+    # FNV-1a per row; a receive row's first four words are its group's, so hash that prefix once per group
+    prefix = _fnv1a(np.stack([np.full(ng, ROLE_RECEIVE), step, g["source"], g["words"]], axis=1))
+    digest = np.r_[_fnv1a(send), _fnv1a_more(prefix[rgrp], [r_stag_off, r_dst_off, g["packets"][rgrp],
+                                                             g["fanout"][rgrp], r_flags])]
     phase = np.r_[g["phase"], g["phase"][rgrp]]
     tile = np.r_[g["source"], rtile].astype(np.int64)
     rstep = np.r_[step, step[rgrp]].astype(np.int64)
-    role = np.r_[np.zeros(ng, dtype=np.int64), np.ones(nr, dtype=np.int64)]
-    grp = np.r_[g["group"], rgrp]
+    is_recv = np.r_[np.zeros(ng, dtype=bool), np.ones(nr, dtype=bool)]
     # (phase, step, tile, role) is unique per row (one send and one receive per tile and step)
-    order = sort_order([phase - phase.min() if len(phase) else phase, rstep, tile, role])
-    words = words[order]
-    obj = pl.concat([groups["src_object"], passes["dst_object"]]).gather(order)
+    order = sort_order([phase - phase.min() if len(phase) else phase, rstep, tile, is_recv.astype(np.int64)])
+    role = pl.select(pl.when(pl.Series(is_recv[order])).then(pl.lit("receive")).otherwise(pl.lit("send"))
+                     ).to_series() if len(order) else []
     return frame({
-        "phase": phase[order], "tile": tile[order], "group": grp[order],
-        "role": pl.Series(role[order]).replace_strict({0: "send", 1: "receive"}, return_dtype=pl.String),
+        "phase": phase[order], "tile": tile[order], "group": np.r_[g["group"], rgrp][order], "role": role,
         "step": rstep[order], "pass": np.r_[g["pass"], g["pass"][rgrp]][order],
-        "object_id": obj, "words": words, "digest": _fnv1a(words),
+        "object_id": pl.concat([groups["src_object"], passes["dst_object"]]).gather(order),
+        "words": np.take(words, order, axis=0), "digest": digest[order],
     }, ROWS_SCHEMA, what="exchange plan rows")
 
 
 def _fnv1a(words: np.ndarray) -> np.ndarray:
     h = np.full(len(words), 0xCBF29CE484222325, dtype=np.uint64)
+    return _fnv1a_more(h, [words[:, j] for j in range(words.shape[1])])
+
+
+def _fnv1a_more(h: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
+    """Continue FNV-1a hashes ``h`` over one more 32-bit word per column."""
+    h = h.copy()
     prime = np.uint64(0x100000001B3)
     with np.errstate(over="ignore"):
-        for j in range(words.shape[1]):
-            h ^= words[:, j]
+        for col in columns:
+            h ^= col.astype(np.uint64) & np.uint64(NONE_WORD)
             h *= prime
     return h
 

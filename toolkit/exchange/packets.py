@@ -140,7 +140,7 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
     """Receive rows (one per group and destination) with their staging pass and window offset.
 
     Rows come out sorted by (phase, tile, pass, group). Only transfers cut into
-    several fragments are expanded; the ordering is one integer sort of packed keys.
+    several fragments are expanded; each ordering is one sort of packed integer keys.
     """
     window = target.staging_window_bytes
     wb = target.word_bytes
@@ -150,42 +150,46 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
     gfirst = np.flatnonzero(np.r_[True, gtid[1:] != gtid[:-1]]) if n_groups else np.zeros(0, dtype=np.int64)
     nfrag = np.diff(np.r_[gfirst, n_groups])
     k = np.repeat(np.arange(len(first_row)), fanout)          # transfer of every transfer row
+    t_phase = t["phase"].to_numpy().astype(np.int64)
+    t_tile = t["destination"].to_numpy().astype(np.int64)
     if len(nfrag) and nfrag.max() > 1:
         row = np.repeat(np.arange(t.height), nfrag[k])        # transfer row of every receive row
         grp = gfirst[k[row]] + ranks(nfrag[k])
+        phase, tile = t_phase[row], t_tile[row]
     else:
-        row, grp = np.arange(t.height), gfirst[k]
-    phase = t["phase"].to_numpy()[row].astype(np.int64)
-    tile = t["destination"].to_numpy()[row].astype(np.int64)
-    gwords = groups["words"].to_numpy()
-    staged_row = ~t["staging_object"].is_null().to_numpy()
-    staged = np.where(staged_row[row], gwords[grp] * wb, 0)
-    prank = dense_rank_sorted(t["phase"].to_numpy())[row]     # t is sorted by phase
-    order = sort_order([prank, tile, grp])
-    row, grp, phase, tile, staged, prank = (row[order], grp[order], phase[order], tile[order], staged[order],
-                                            prank[order])
-    seg = np.cumsum(np.r_[True, (np.diff(prank) != 0) | (np.diff(tile) != 0)][:len(row)]) - 1
+        row, grp, phase, tile = None, gfirst[k], t_phase, t_tile
+    # stable sort by (phase, tile): within a tile, rows are already in group order (transfer, fragment)
+    base = int(phase.min()) if len(phase) else 0
+    order, cell = packed_sort([phase - base, tile])
+    if cell is None:
+        cell = ((phase - base) * (int(tile.max()) + 1) + tile)[order]
+    row = order if row is None else row[order]
+    grp = grp[order]
+    seg = np.cumsum(np.r_[True, cell[1:] != cell[:-1]][:len(cell)]) - 1
+    staged = np.where(t["staging_object"].is_not_null().to_numpy()[row], groups["words"].to_numpy()[grp] * wb, 0)
     pass_of = _rounds(seg, grp, staged, n_groups, window)
     rpass = pass_of[grp]
-    order = sort_order([seg, rpass])                           # stable: (phase, tile, pass, group)
-    row, grp, phase, tile, staged, rpass, seg = (
-        row[order], grp[order], phase[order], tile[order], staged[order], rpass[order], seg[order])
-    new = np.r_[True, (np.diff(seg) != 0) | (np.diff(rpass) != 0)][:len(row)]
+    if len(rpass) and rpass.max() > 0:                         # stable: (phase, tile, pass, group)
+        order, _ = packed_sort([seg, rpass])
+        row, grp, staged, rpass, seg = row[order], grp[order], staged[order], rpass[order], seg[order]
+    new = np.r_[True, (seg[1:] != seg[:-1]) | (rpass[1:] != rpass[:-1])][:len(row)]
     csum = np.cumsum(staged)
     start = np.flatnonzero(new)
     offset = csum - staged - (csum[start] - staged[start])[np.cumsum(new) - 1]
     byte_off = groups["byte_offset"].to_numpy()[grp]
     stg = t["staging_object"].gather(row)
     out = frame({
-        "phase": phase, "tile": tile, "pass": rpass, "group": grp,
+        "phase": t_phase[row], "tile": t_tile[row], "pass": rpass, "group": grp,
         "transfer_id": gtid[grp], "fragment": groups["fragment"].to_numpy()[grp], "byte_offset": byte_off,
         "size_bytes": groups["size_bytes"].to_numpy()[grp], "staged_bytes": staged,
         "staging_offset": offset,
         "dst_offset": t["dst_offset"].to_numpy()[row] + byte_off,
         "dst_object": t["dst_object"].gather(row), "staging_object": stg,
     }, PASSES_SCHEMA, what="exchange passes")
-    return out.with_columns(pl.when(pl.col("staging_object").is_not_null()).then(pl.col("staging_offset"))
-                            .alias("staging_offset"))
+    if stg.null_count():
+        out = out.with_columns(pl.when(pl.col("staging_object").is_not_null()).then(pl.col("staging_offset"))
+                               .alias("staging_offset"))
+    return out
 
 
 def _rounds(seg: np.ndarray, grp: np.ndarray, staged: np.ndarray, n_groups: int, window: int) -> np.ndarray:
@@ -290,26 +294,35 @@ def dense_rank_sorted(values: np.ndarray) -> np.ndarray:
 
 
 def sort_order(keys: list[np.ndarray]) -> np.ndarray:
-    """Stable argsort by several non-negative integer keys (first key most significant).
+    """Stable argsort by several non-negative integer keys (first key most significant)."""
+    return packed_sort(keys)[0]
 
-    Packs the keys and the row index into one int64 and sorts that (several times
-    faster than ``np.lexsort``); falls back to ``np.lexsort`` when they do not fit.
+
+def packed_sort(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """Stable argsort by non-negative integer keys, and the keys packed into one int64, sorted.
+
+    Packs the keys (each in ``max.bit_length()`` bits, the first most significant)
+    and the row index into one int64 and sorts that: several times faster than
+    ``np.lexsort``. Falls back to ``np.lexsort`` when they do not fit in 63 bits (the
+    packed keys are then None).
     """
     n = len(keys[0])
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     widths = [int(k.max()).bit_length() for k in keys]
     idx_bits = int(n - 1).bit_length()
     if sum(widths) + idx_bits > 62:
-        return np.lexsort(keys[::-1])
+        return np.lexsort(keys[::-1]), None
     packed = np.zeros(n, dtype=np.int64)
     for k, w in zip(keys, widths, strict=True):
-        packed = (packed << w) | k
+        packed <<= w
+        packed |= k
     if np.all(packed[1:] >= packed[:-1]):
-        return np.arange(n)
-    packed = (packed << idx_bits) | np.arange(n)
+        return np.arange(n), packed
+    packed <<= idx_bits
+    packed |= np.arange(n)
     packed.sort()
-    return packed & ((1 << idx_bits) - 1)
+    return packed & ((1 << idx_bits) - 1), packed >> idx_bits
 
 
 def _fragment_words(target: Target) -> int:

@@ -96,61 +96,73 @@ def colour_groups(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarr
 
 # -- unicast: exact bipartite edge colouring ----------------------------------
 def _konig_colour(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Edge-colour the bipartite multigraph (src[e], dst[e]) with max-degree colours."""
+    """Edge-colour the bipartite multigraph (src[e], dst[e]) with max-degree colours.
+
+    Each edge takes the lowest step free at both ends (per-lane bitsets); only when
+    no step is free at both does an alternating path swap two steps.
+    """
     _, u_arr = np.unique(src, return_inverse=True)
     _, v_arr = np.unique(dst, return_inverse=True)
     deg = int(max(np.bincount(u_arr).max(), np.bincount(v_arr).max()))
-    big_u = u_arr.astype(np.int64) * deg
-    big_v = v_arr.astype(np.int64) * deg
-    at_u = [-1] * ((int(u_arr.max()) + 1) * deg)   # send lane x colour -> edge
-    at_v = [-1] * ((int(v_arr.max()) + 1) * deg)   # receive lane x colour -> edge
-    bu_list = big_u.tolist()
-    bv_list = big_v.tolist()
-    colour = [0] * len(bu_list)
-    for e in range(len(bu_list)):
-        bu = bu_list[e]
-        bv = bv_list[e]
-        a = at_u.index(-1, bu) - bu
-        if at_v[bv + a] != -1:
-            b = at_v.index(-1, bv) - bv
-            if at_u[bu + b] == -1:
-                a = b
-            else:
-                _flip(bv, a, b, at_u, at_v, bu_list, bv_list, colour)
+    nu, nv = int(u_arr.max()) + 1, int(v_arr.max()) + 1
+    at_u = [-1] * (nu * deg)   # send lane x colour -> edge
+    at_v = [-1] * (nv * deg)   # receive lane x colour -> edge
+    used_u = [0] * nu          # colours taken at each send lane (bitset)
+    used_v = [0] * nv
+    u_list = u_arr.tolist()
+    v_list = v_arr.tolist()
+    lanes = (u_list, v_list, at_u, at_v, used_u, used_v, deg)
+    colour = [0] * len(u_list)
+    for e in range(len(u_list)):
+        u = u_list[e]
+        v = v_list[e]
+        free = ~(used_u[u] | used_v[v])
+        a = (free & -free).bit_length() - 1
+        if a >= deg:
+            fu = ~used_u[u]
+            fv = ~used_v[v]
+            a = (fu & -fu).bit_length() - 1
+            _flip(v, a, (fv & -fv).bit_length() - 1, lanes, colour)
         colour[e] = a
-        at_u[bu + a] = e
-        at_v[bv + a] = e
+        at_u[u * deg + a] = e
+        at_v[v * deg + a] = e
+        used_u[u] |= 1 << a
+        used_v[v] |= 1 << a
     return np.asarray(colour, dtype=np.int32)
 
 
-def _flip(bv: int, a: int, b: int, at_u: list[int], at_v: list[int],
-          bu_list: list[int], bv_list: list[int], colour: list[int]) -> None:
-    """Swap colours a and b on the a/b alternating path that starts at receive lane ``bv`` with colour a.
+def _flip(v: int, a: int, b: int, lanes: tuple, colour: list[int]) -> None:
+    """Swap colours a and b on the a/b alternating path that starts at receive lane ``v`` with colour a.
 
     The new edge's sender has ``a`` free, so the path (which enters senders through
     a-edges) never reaches it; afterwards ``a`` is free at both ends of the new edge.
     """
+    u_list, v_list, at_u, at_v, used_u, used_v, deg = lanes
     path = []
-    base = bv
+    node = v
     on_receiver = True
     c = a
     while True:
-        f = at_v[base + c] if on_receiver else at_u[base + c]
+        f = at_v[node * deg + c] if on_receiver else at_u[node * deg + c]
         if f == -1:
             break
         path.append(f)
-        base = bu_list[f] if on_receiver else bv_list[f]
+        node = u_list[f] if on_receiver else v_list[f]
         on_receiver = not on_receiver
         c = b if c == a else a
     for f in path:
         c = colour[f]
-        at_u[bu_list[f] + c] = -1
-        at_v[bv_list[f] + c] = -1
+        at_u[u_list[f] * deg + c] = -1
+        at_v[v_list[f] * deg + c] = -1
+        used_u[u_list[f]] &= ~(1 << c)
+        used_v[v_list[f]] &= ~(1 << c)
     for f in path:
         c = b if colour[f] == a else a
         colour[f] = c
-        at_u[bu_list[f] + c] = f
-        at_v[bv_list[f] + c] = f
+        at_u[u_list[f] * deg + c] = f
+        at_v[v_list[f] * deg + c] = f
+        used_u[u_list[f]] |= 1 << c
+        used_v[v_list[f]] |= 1 << c
 
 
 # -- multicast: heap DSATUR + iterated greedy ---------------------------------
@@ -184,9 +196,18 @@ def conflict_csr(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.
 def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     n = len(src)
     bound = lane_bound(gid, src, dst)
-    lanes, n_lanes, recv_lanes, pairs = _merged_lanes(gid, src, dst)
+    member_group, member_lane, n_recv = _merged_lanes(gid, dst)
+    recv_lanes = np.bincount(member_group, minlength=n)
     if recv_lanes.max() == 1:  # every group on one merged receive lane: a bipartite multigraph again
-        return _konig_colour(src, np.array([ls[1] for ls in lanes], dtype=np.int64))
+        return _konig_colour(src, member_lane)
+    _, send_lane = np.unique(src, return_inverse=True)
+    n_lanes = n_recv + int(send_lane.max()) + 1
+    pairs = int((np.bincount(member_lane).astype(np.int64) ** 2).sum()
+                + (np.bincount(send_lane).astype(np.int64) ** 2).sum())
+    indptr = np.r_[0, np.cumsum(recv_lanes)].tolist()
+    recv_list = member_lane.tolist()
+    send_list = (send_lane + n_recv).tolist()
+    lanes = [[send_list[g], *recv_list[indptr[g]:indptr[g + 1]]] for g in range(n)]
     colour = _lane_greedy(range(n), lanes, n_lanes, n)
     if max(colour) + 1 > bound:
         colour = _lane_squeeze(colour, lanes, n_lanes, bound)
@@ -199,13 +220,9 @@ def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.n
     return np.asarray(colour, dtype=np.int32)
 
 
-def _merged_lanes(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[list[list[int]], int, np.ndarray, int]:
-    """Lanes of every group (send lane first), with receive tiles that carry the same groups merged.
-
-    Returns (lanes per group, number of lanes, merged receive lanes per group, an upper
-    estimate of the lane-sharing pairs).
-    """
-    n = len(src)
+def _merged_lanes(gid: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Receive lanes with tiles that carry the same groups merged: (group, lane) memberships sorted by
+    group then lane, and the number of merged lanes."""
     gid = gid.astype(np.int64)
     dst = dst.astype(np.int64)
     if len(dst) > 1 and not np.all((np.diff(dst) > 0) | ((np.diff(dst) == 0) & (np.diff(gid) > 0))):
@@ -213,23 +230,14 @@ def _merged_lanes(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[li
         gid, dst = gid[order], dst[order]
     cut = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
     count = np.diff(np.r_[cut, len(dst)])
-    salt = np.random.default_rng(0x5EED).integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64)
+    salt = np.random.default_rng(0x5EED).integers(0, 2**63, size=int(gid.max()) + 1, dtype=np.int64)
     with np.errstate(over="ignore"):
-        key = np.add.reduceat(salt[gid], cut) ^ (count.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        key = (np.add.reduceat(salt.astype(np.uint64)[gid], cut)
+               ^ (count.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
     _, tile_lane = np.unique(key, return_inverse=True)
     n_recv = int(tile_lane.max()) + 1
     member = np.unique(gid * n_recv + np.repeat(tile_lane, count))
-    mg, ml = member // n_recv, member % n_recv
-    recv_lanes = np.bincount(mg, minlength=n)
-    lane_size = np.bincount(ml, minlength=n_recv)
-    _, send_lane = np.unique(src, return_inverse=True)
-    send_size = np.bincount(send_lane)
-    pairs = int((lane_size.astype(np.int64) ** 2).sum() + (send_size.astype(np.int64) ** 2).sum())
-    indptr = np.r_[0, np.cumsum(recv_lanes)].tolist()
-    ml_list = ml.tolist()
-    send_list = (send_lane + n_recv).tolist()
-    lanes = [[send_list[g], *ml_list[indptr[g]:indptr[g + 1]]] for g in range(n)]
-    return lanes, n_recv + int(send_lane.max()) + 1, recv_lanes, pairs
+    return member // n_recv, member % n_recv, n_recv
 
 
 def _lane_greedy(order, lanes: list[list[int]], n_lanes: int, n: int) -> list[int]:

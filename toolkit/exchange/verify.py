@@ -267,8 +267,7 @@ def _check_lanes(rows: pl.DataFrame) -> None:
 
 def _check_rows(rows: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame, per: _Transfers) -> None:
     w = rows["words"].to_numpy()
-    w = np.stack(w.tolist()) if w.dtype == object else w
-    w = w.astype(np.int64)
+    w = np.stack(w.tolist()).astype(np.int64) if w.dtype == object else w   # a List column: one array per row
     if w.ndim != 2 or (len(w) and w.shape[1] < 8):
         raise InvalidIRError(f"plan rows must carry at least 8 words each, got shape {w.shape}")
     step = _i64(rows["step"])
