@@ -5,10 +5,11 @@ from hypothesis import strategies as st
 
 import toolkit
 from toolkit.errors import InvalidIRError
-from toolkit.graph import attention_block, mlp_block, repeat
+from toolkit.graph import attention_block, mlp_block
 from toolkit.layout.plans import LayoutParams
 from toolkit.schedule import schedule
 from toolkit.schedule.verify import verify_schedule
+from toolkit.testing import graphs, layout_params
 
 T = toolkit.ipu21()
 
@@ -71,7 +72,7 @@ def test_verify_catches_a_dropped_transfer():
     g = mlp_block(tokens=4, width=32, hidden=64)
     s = schedule(g, LayoutParams(row_block=2), T, tiles=8)
     broken = type(s)(**{**s.frames(), "transfers": s.transfers.slice(1)})
-    with pytest.raises(InvalidIRError, match="nothing wrote|not filled exactly"):
+    with pytest.raises(InvalidIRError, match=r"nothing wrote|not filled exactly"):
         verify_schedule(broken)
 
 
@@ -85,25 +86,11 @@ def test_verify_catches_a_use_outside_lifetime():
         verify_schedule(broken)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    kind=st.sampled_from(["mlp", "attention", "attention-fused"]),
-    tokens=st.integers(1, 40), width_groups=st.integers(1, 6), heads=st.sampled_from([1, 2, 4]),
-    hidden=st.integers(1, 100), batch=st.integers(1, 3), blocks=st.integers(1, 3),
-    row_block=st.integers(1, 48), row_shard=st.one_of(st.none(), st.integers(1, 8)),
-    inner_split=st.integers(1, 4), tiles=st.integers(1, 64),
-)
-def test_random_small_graphs_verify(kind, tokens, width_groups, heads, hidden, batch, blocks, row_block, row_shard,
-                                    inner_split, tiles):
-    width = 16 * width_groups * heads
-    if kind == "mlp":
-        g = mlp_block(tokens=tokens, width=width, hidden=hidden, batch=batch)
-    else:
-        g = attention_block(tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=kind.endswith("fused"))
-    if blocks > 1:
-        g = repeat(g, blocks)
-    p = LayoutParams(row_block=row_block, row_shard=row_shard, inner_split=inner_split)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(g=graphs(), p=layout_params(), tiles=st.integers(1, 64))
+def test_random_small_graphs_verify(g, p, tiles):
     s = schedule(g, p, T, tiles=tiles)
     verify_schedule(s)
     assert s.commands["tile"].max() < tiles
     assert (s.objects["last"] >= s.objects["first"]).all()
+    assert s.summary()["phases"] == s.phases.height * max([1, *g.repeats["instances"].to_list()])
