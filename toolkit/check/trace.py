@@ -16,6 +16,7 @@ import polars as pl
 
 from toolkit.check.kernels import one_blas_thread
 from toolkit.check.run import (
+    Group,
     Tables,
     context,
     formats,
@@ -30,7 +31,14 @@ from toolkit.check.run import (
 from toolkit.check.sram import Sram
 
 WORST_ROWS = 20
+CHUNK_ELEMENTS = 1 << 24  # operand elements per kernel call (bounds the float32 temporaries to ~0.5 GB)
 OPERAND_RANK = {"input0": 0, "input1": 1, "weight1": 2, "weight2": 3, "output": 4}  # reads before the write
+
+
+def _slice(g: Group, lo: int, hi: int) -> Group:
+    return Group(rule=g.rule, cmds=g.cmds[lo:hi], op_id=g.op_id, inputs=[o[lo:hi] for o in g.inputs],
+                 input_off=[o[lo:hi] for o in g.input_off], weights=[o[lo:hi] for o in g.weights],
+                 out=g.out[lo:hi], out_off=g.out_off[lo:hi])
 
 
 def rects(t: Tables, objs: np.ndarray, tensor: np.ndarray):
@@ -136,25 +144,30 @@ class Runner:
 
     def _compute(self, plan, phase: int, inst: int) -> None:
         run_copies(plan, self.sram)
-        t, sram = self.t, self.sram
         for g in plan.groups:
-            ins = [read_values(sram, t, o, sram.start(o) + off, self.fmt, self.scale)
-                   for o, off in zip(g.inputs, g.input_off, strict=True)]
-            ws = []
-            for o in g.weights:
-                ws.append(read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.scale))
             self.seq += 1
-            acts = self.acts.get(g.op_id, [])
-            if g.rule != "reduce":
-                for j, (o, v) in enumerate(zip(g.inputs, ins, strict=True)):
-                    if acts:
-                        self._compare(v, o, acts[min(j, len(acts) - 1)], inst, g, f"input{j}", phase, g.input_off[j])
-            for j, (o, v) in enumerate(zip(g.weights, ws, strict=True)):
-                self._compare(v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0, exact=True)
-            y = run_rule(g, ins, ws, self.ctx)
-            stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
-            if g.rule != "linear_f32":
-                self._compare(stored, g.out, self.op_out[g.op_id], inst, g, "output", phase, g.out_off)
+            per_cmd = sum(int(self.t.odims[o[0]].prod()) for o in (*g.inputs, *g.weights, g.out))
+            step = max(1, CHUNK_ELEMENTS // max(per_cmd, 1))
+            for lo in range(0, len(g.cmds), step):  # bounded memory: a few arrays of CHUNK_ELEMENTS at a time
+                self._group(_slice(g, lo, lo + step), phase, inst)
+
+    def _group(self, g, phase: int, inst: int) -> None:
+        t, sram = self.t, self.sram
+        ins = [read_values(sram, t, o, sram.start(o) + off, self.fmt, self.scale)
+               for o, off in zip(g.inputs, g.input_off, strict=True)]
+        ws = [read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.scale)
+              for o in g.weights]
+        acts = self.acts.get(g.op_id, [])
+        if g.rule != "reduce" and acts:  # a reduce reads partial sums, which have no reference tensor
+            for j, (o, v) in enumerate(zip(g.inputs, ins, strict=True)):
+                self._compare(v, o, acts[min(j, len(acts) - 1)], inst, g, f"input{j}", phase, g.input_off[j])
+        for j, (o, v) in enumerate(zip(g.weights, ws, strict=True)):
+            self._compare(v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0, exact=True)
+        y = run_rule(g, ins, ws, self.ctx)
+        del ins, ws
+        stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
+        if g.rule != "linear_f32":
+            self._compare(stored, g.out, self.op_out[g.op_id], inst, g, "output", phase, g.out_off)
 
     def _scale_of(self, tensor: int, inst: int) -> float:
         key = (tensor, inst)
