@@ -49,7 +49,7 @@ def test_pareto_row_block_fades_other_blocks():
     spec = pareto(candidates(), row_block=36).to_dict()
     focus = {p["candidate_id"]: p["focus"] for p in layer_data(spec, 0)}
     assert focus == {0: False, 1: False, 2: False, 3: True, 4: True}
-    assert spec["title"][2] == "showing row_block=36"
+    assert spec["title"][2].endswith("; showing row_block=36")
     assert spec["layer"][0]["encoding"]["opacity"]["condition"]["test"] == "datum.focus"
 
 

@@ -52,11 +52,15 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
     data = data.select([c for c in (*_TOOLTIP, "feasible", "pareto", "chosen", "focus") if c in data.columns])
     tooltip = [alt.Tooltip(c, format=",") if c in ("est_cycles", "peak_live_bytes", "sched_cycles") else alt.Tooltip(c)
                for c in data.columns if c in _TOOLTIP]
-    x = alt.X("est_cycles:Q", title="estimated cycles", scale=alt.Scale(zero=False))
+    low, high = drawn["est_cycles"].min(), drawn["est_cycles"].max()
+    wide = low is not None and high is not None and low > 0 and high > 10 * low   # a decade or more: log axis
+    x = alt.X("est_cycles:Q", title="estimated cycles" + (" (log)" if wide else ""),
+              scale=alt.Scale(type="log", nice=False) if wide else alt.Scale(zero=False))
     y = alt.Y("peak_live_bytes:Q", title="peak live bytes per tile", scale=alt.Scale(zero=False))
     points = alt.Chart(data).mark_point(filled=True, size=45).encode(
         x=x, y=y,
-        color=alt.Color(f"{color}:O", title=color, scale=alt.Scale(scheme="viridis")),
+        color=(alt.Color(f"{color}:O", title=color, scale=alt.Scale(scheme="viridis"))
+               if data.schema[color].is_numeric() else alt.Color(f"{color}:N", title=color)),
         shape=alt.Shape("feasible:N", title="feasible", scale=alt.Scale(domain=[True, False],
                                                                          range=["circle", "cross"])),
         opacity=alt.condition("datum.focus", alt.value(0.9), alt.value(0.12)),
@@ -150,7 +154,5 @@ def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_bl
     same = {"stream_block": p.get("row_block")}  # a stream block equal to the row block says nothing new
     params = " ".join(f"{k}={p[k]}" for k in PARAMETERS
                       if k in p and p[k] is not None and (k not in same or p[k] != same[k]))
-    lines = [head, f"chosen: {params}: {p['est_cycles']:,} cycles, {p['peak_live_bytes']:,} B"]
-    if row_block is not None:
-        lines.append(f"showing row_block={row_block}")
-    return lines
+    last = f"chosen: {p['est_cycles']:,} estimated cycles, {p['peak_live_bytes']:,} B peak per tile"
+    return [head, f"chosen: {params}", last + (f"; showing row_block={row_block}" if row_block is not None else "")]
