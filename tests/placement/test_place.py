@@ -200,3 +200,8 @@ def test_verify_catches_rule_breaks(rows, obj, address, message):
                                    .alias("address"))
     with pytest.raises(InvalidIRError, match=message):
         verify_placement(objs, bad, t)
+
+
+def test_no_objects_places_nothing():
+    p = place(objects_frame([]), ipu21())
+    assert p.fits and p.placement.height == 0 and p.distinct_tiles == 0

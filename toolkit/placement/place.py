@@ -35,8 +35,9 @@ import polars as pl
 
 from toolkit.errors import ModelError
 from toolkit.placement import _tiles as T
+from toolkit.placement import results as R
 from toolkit.placement.arena import _search, _sections
-from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
+from toolkit.tables import OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
 from toolkit.target import Target
 
 ACCESS = ("data", "executable")
@@ -73,6 +74,10 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     t0 = time.perf_counter()
     options = options or PlacementOptions()
     objects = _sorted(check_objects(objects, target))
+    if objects.height == 0:
+        return Placement(placement=empty(PLACEMENT_SCHEMA), occupancy=empty(OCCUPANCY_SCHEMA),
+                         failures=R.failures(None, None, np.ones(0, bool), None, None, None), distinct_tiles=0,
+                         seconds=time.perf_counter() - t0)
     geo = _Geometry(target)
     tile = objects["tile"].to_numpy()
     starts = np.concatenate([[0], np.flatnonzero(np.diff(tile)) + 1])
@@ -94,9 +99,9 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     cols = {k: v[gather] for k, v in rep_cols.items()}
     keep = cols["address"] >= 0
     if keep.all():
-        placement = _typed({"object_id": objects["object_id"].to_numpy(), "tile": tile, **cols}, PLACEMENT_SCHEMA)
+        placement = R.typed({"object_id": objects["object_id"].to_numpy(), "tile": tile, **cols}, PLACEMENT_SCHEMA)
     else:
-        placement = _typed({"object_id": objects["object_id"].to_numpy()[keep], "tile": tile[keep],
+        placement = R.typed({"object_id": objects["object_id"].to_numpy()[keep], "tile": tile[keep],
                             **{k: v[keep] for k, v in cols.items()}}, PLACEMENT_SCHEMA)
     tile_ids = tile[starts]
     sig_of_rep = sig[reps]
@@ -104,8 +109,8 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     rep_index[sig_of_rep] = np.arange(len(reps))
     rep_of_tile = rep_index[sig]                            # per tile (in tile order): its representative
     tiles_of_rep = {int(s): tile_ids[sig == s] for s in sig_of_rep}
-    failures = _failures(req, sig_of_rep, tile_ok, proven, tiles_of_rep, geo)
-    occupancy = (_occupancy(req, res, rep_of_tile, tile_ids, geo) if options.occupancy
+    failures = R.failures(req, sig_of_rep, tile_ok, proven, tiles_of_rep, geo)
+    occupancy = (R.occupancy(req, res, rep_of_tile, tile_ids, geo) if options.occupancy
                  else empty(OCCUPANCY_SCHEMA))
     return Placement(placement=placement, occupancy=occupancy, failures=failures,
                      distinct_tiles=len(reps), seconds=time.perf_counter() - t0)
@@ -316,19 +321,6 @@ def _order(req: pl.DataFrame) -> pl.DataFrame:
 
 
 # -- the greedy pass and its fallbacks ------------------------------------------------------
-def _arrays(rep: pl.DataFrame) -> dict[str, np.ndarray]:
-    tiles = rep["tile"].to_numpy()
-    bounds = np.flatnonzero(np.diff(tiles)) + 1
-    ptr = np.concatenate([[0], bounds, [len(tiles)]]).astype(np.int64)
-    width = max(int(rep["regions"].list.len().max() or 1), 1)
-    pref = np.full((rep.height, width), -1, np.int64)
-    for k in range(width):
-        pref[:, k] = rep["regions"].list.get(k, null_on_oob=True).fill_null(-1).to_numpy()
-    arr = {c: rep[c].to_numpy().astype(np.int64) for c in ("phase", "first", "last", "size", "align", "count")}
-    arr.update(excl=rep["excl"].to_numpy(), exec=rep["exec"].to_numpy(), pref=pref, ptr=ptr)
-    return arr
-
-
 def _greedy(a: dict[str, np.ndarray], geo: _Geometry, *, drop: bool = True):
     return T.place_greedy(a["ptr"], a["phase"], a["first"], a["last"], a["size"], a["align"], a["count"], a["excl"],
                           a["exec"], a["pref"], geo.rstart, geo.rend, geo.relem,
@@ -336,7 +328,7 @@ def _greedy(a: dict[str, np.ndarray], geo: _Geometry, *, drop: bool = True):
 
 
 def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
-    a = _arrays(rep)
+    a = R.arrays(rep)
     address, region, stride, extent, ok = _greedy(a, geo)
     res = {"address": address, "region": region, "stride": stride, "extent": extent}
     proven = np.zeros(len(ok), bool)
@@ -359,7 +351,7 @@ def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
     ]
     for cols, desc in orders:
         perm = tile.with_row_index("_row").sort(cols, descending=desc, maintain_order=True)
-        a = _arrays(perm.with_columns(pl.lit(0).alias("tile")))
+        a = R.arrays(perm.with_columns(pl.lit(0).alias("tile")))
         address, region, stride, extent, ok = _greedy(a, geo, drop=False)
         if ok[0]:
             back = np.argsort(perm["_row"].to_numpy())
@@ -421,71 +413,3 @@ def _expand(req: pl.DataFrame, members: pl.DataFrame, geo: _Geometry) -> dict[st
     stride = np.where(count > 1, got["stride"].to_numpy(), ext)
     return {"address": address, "stride_bytes": stride, "region": got["region"].to_numpy(),
             "first_element": first_el, "last_element": last_el}
-
-
-def _typed(columns: dict[str, np.ndarray], schema) -> pl.DataFrame:
-    """A frame straight from numpy columns already in (or cast to) the schema's dtypes."""
-    np_types = {pl.Int32: np.int32, pl.Int64: np.int64}
-    return pl.DataFrame({c: np.asarray(columns[c]).astype(np_types[t], copy=False) for c, t in schema.items()})
-
-
-def _occupancy(req: pl.DataFrame, res: dict[str, np.ndarray], rep_of_tile: np.ndarray, tile_ids: np.ndarray,
-               geo: _Geometry) -> pl.DataFrame:
-    """Occupancy of each representative tile, repeated for every tile of its signature (tile order)."""
-    a = _arrays(req)
-    t_idx, out = T.occupancy(a["ptr"], a["first"], a["last"], res["address"], res["extent"],
-                             req["interleaved"].to_numpy(), res["region"], geo.target.memory_start,
-                             geo.target.load_limit)
-    bounds = np.searchsorted(t_idx, np.arange(len(a["ptr"])))
-    length = np.diff(bounds)[rep_of_tile]
-    idx = np.repeat(bounds[:-1][rep_of_tile] - np.concatenate([[0], np.cumsum(length)[:-1]]), length)
-    idx += np.arange(len(idx))
-    names = ["event", "live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes", "region1_bytes",
-             "free_bytes", "largest_free_bytes"]
-    cols = {n: out[idx, k] for k, n in enumerate(names)}
-    return _typed({"tile": np.repeat(tile_ids, length), **cols}, OCCUPANCY_SCHEMA)
-
-
-def _failures(req: pl.DataFrame, sig_of_rep: np.ndarray, ok: np.ndarray, proven: np.ndarray,
-              tiles_of_rep: dict[int, np.ndarray], geo: _Geometry) -> pl.DataFrame:
-    """One row per failing tile (explained once per distinct tile, repeated for the others)."""
-    if ok.all():
-        return empty(FAILURES_SCHEMA)
-    rep_tiles = req["tile"].unique(maintain_order=True).to_list()
-    rows = []
-    for r in np.flatnonzero(~ok):
-        part = req.filter(pl.col("tile") == rep_tiles[r])
-        row = _explain(part, geo, bool(proven[r]))
-        rows.extend((int(t), *row) for t in tiles_of_rep[int(sig_of_rep[r])])
-    return pl.DataFrame(rows, schema=FAILURES_SCHEMA, orient="row").sort("tile")
-
-
-def _explain(part: pl.DataFrame, geo: _Geometry, searched: bool) -> tuple:
-    """Failure row for one tile: the busiest event, live bytes, the largest objects and a proof if any."""
-    first = part["first"].to_numpy()
-    last = part["last"].to_numpy()
-    total = np.where(part["count"].to_numpy() > 1, part["size"].to_numpy() * part["count"].to_numpy(),
-                     part["size"].to_numpy())
-    events = np.unique(first)
-    live = (first[None, :] <= events[:, None]) & (last[None, :] >= events[:, None])
-    live_bytes = (live * total[None, :]).sum(axis=1)
-    inter = part["interleaved"].to_numpy()
-    inter_bytes = (live * (total * inter)[None, :]).sum(axis=1)
-    k = int(np.argmax(live_bytes))
-    ids = part["req_id"].to_numpy()[live[k]]
-    largest = ids[np.argsort(-total[live[k]], kind="stable")][:3].tolist()
-    if live_bytes.max() > geo.capacity:
-        proven, reason = True, (f"{int(live_bytes[k])} bytes are live at event {int(events[k])}, above the "
-                                f"{geo.capacity} bytes of tile memory")
-    elif inter_bytes.max() > geo.interleaved_capacity:
-        j = int(np.argmax(inter_bytes))
-        k = j
-        proven, reason = True, (f"{int(inter_bytes[j])} interleaved bytes are live at event {int(events[j])}, "
-                                f"above the {geo.interleaved_capacity} bytes of the interleaved regions")
-    elif searched:
-        proven, reason = True, (f"the exact search exhausted every canonical placement; {int(live_bytes[k])} of "
-                                f"{geo.capacity} bytes live at event {int(events[k])}")
-    else:
-        proven, reason = False, (f"greedy orders and the bounded search found no placement; {int(live_bytes[k])} "
-                                 f"of {geo.capacity} bytes live at event {int(events[k])} (not proven infeasible)")
-    return (int(events[k]), int(live_bytes[k]), geo.capacity, largest, proven, reason)
