@@ -1,29 +1,82 @@
-"""The exchange stage on scheduled preset workloads (skipped until the schedule stage is importable)."""
+"""The exchange stage on the real schedules of the preset workloads, through ``toolkit.compile``.
+
+``compile`` lowers every exchange phase and runs ``verify_exchange`` on it, so a
+compiled preset is already checked end to end; these tests add the step-count
+promises: every unicast phase meets the lane bound exactly (Konig), no phase
+beats it, and multicast phases stay close to it.
+"""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
+import toolkit
+from toolkit.errors import InvalidIRError
 from toolkit.exchange import lower_exchanges, verify_exchange
+from toolkit.graph import build_graph
+from toolkit.layout import search_layouts
+from toolkit.layout.search import params_of
+from toolkit.options import as_options
+from toolkit.schedule import schedule
 from toolkit.target import ipu21
 
-schedule_mod = pytest.importorskip("toolkit.schedule")
-presets = pytest.importorskip("toolkit.graph.presets")
-plans = pytest.importorskip("toolkit.layout.plans")
+FAST = ["mlp-small-repeat"]
+SLOW = ["mlp-single-b1", "mlp-single-b4", "attention-b1", "attention-fused-b1", "mlp-b2-n3", "siglip-base",
+        "siglip-so400m", "encoder-b8"]
+PRESETS = FAST + [pytest.param(name, marks=pytest.mark.slow) for name in SLOW]
 
 
-def lowered(name: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, toolkit.Compilation]:
+    return {}
+
+
+def compile_once(cache: dict, name: str):
+    if name not in cache:
+        try:
+            cache[name] = toolkit.compile(name)
+        except InvalidIRError as exc:
+            if "placement" not in str(exc):
+                raise
+            cache[name] = scheduled(name)
+    return cache[name]
+
+
+def scheduled(name: str) -> SimpleNamespace:
+    """The exchange stage on the schedule ``compile`` would lower first (its best beam member), for presets whose
+    compilation fails in a later stage (placement)."""
     target = ipu21()
-    transfers = schedule_mod.schedule(presets.build_graph(name), plans.LayoutParams(), target).transfers
-    ex = lower_exchanges(transfers, target)
-    verify_exchange(ex, transfers, target)
-    return transfers, ex.summary
+    layout = search_layouts(build_graph(name), target, as_options(None))
+    row = (layout.candidates.filter(pl.col("beam")).sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id")
+           .row(0, named=True))
+    params = params_of(row)
+    sched = schedule(layout.graphs[params.fused_qkv], params, target, tiles=layout.tiles)
+    ex = lower_exchanges(sched.transfers, target)
+    verify_exchange(ex, sched.transfers, target)
+    return SimpleNamespace(exchange=ex, schedule=sched, target=target)
 
 
-@pytest.mark.parametrize("name", ["mlp-small-repeat", pytest.param("encoder-b8", marks=pytest.mark.slow)])
-def test_unicast_phases_meet_the_bound(name: str) -> None:
-    _, summary = lowered(name)
+@pytest.mark.parametrize("name", PRESETS)
+def test_unicast_phases_meet_the_bound(compiled: dict, name: str) -> None:
+    c = compile_once(compiled, name)
+    summary = c.exchange.summary
+    assert summary.height > 0
     unicast = summary.filter(pl.col("multicast_groups") == 0)
     assert (unicast["steps"] == unicast["lower_bound"]).all()
     assert (summary["steps"] >= summary["lower_bound"]).all()
+    # multicast phases: within 2% of the lane bound over the workload (encoder-b8: 3418 steps for 3416)
+    multicast = summary.filter(pl.col("multicast_groups") > 0)
+    if multicast.height:
+        assert multicast["steps"].sum() <= 1.02 * multicast["lower_bound"].sum() + 2
+
+
+def test_lowering_of_a_compiled_schedule_verifies_again(compiled: dict) -> None:
+    c = compile_once(compiled, "mlp-small-repeat")
+    transfers = c.schedule.transfers
+    ex = lower_exchanges(transfers, c.target)
+    verify_exchange(ex, transfers, c.target)
+    assert ex.summary.equals(c.exchange.summary)
+    assert ex.rows.height == ex.passes.height + ex.groups.height  # one send row per group, one receive row per pass row
