@@ -22,7 +22,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from toolkit.errors import OptionError
+from toolkit.errors import InvalidIRError, OptionError
 from toolkit.placement import _kernels as K
 
 #: exact search only below this many time-overlapping buffer pairs (memory for the adjacency)
@@ -140,7 +140,7 @@ def solve_arena(
     status = ArenaStatus.FIT
     if ucap is not None and peak > ucap:
         status = ArenaStatus.NOT_PROVEN
-        if lb > capacity or int(size.max()) > capacity:
+        if capacity is not None and (lb > capacity or int(size.max()) > capacity):
             status = ArenaStatus.INFEASIBLE_PROVEN
         else:
             found, exhausted, nodes, restarts = _search(
@@ -249,9 +249,11 @@ def _best_greedy(lower, upper, size, sl, su, sections, lb: int) -> tuple[np.ndar
             order = np.argsort(rank).astype(np.int64)
             off = K.first_fit(order, lower, upper, size, -1)
             p = peak_of(off, size)
-            if p < best[0]:
+            if best is None or p < best[0]:
                 best = (p, off, "first-fit-" + name)
-    assert best is not None
+    if best is None:  # no orders at all (cannot happen: the list is fixed and non-empty)
+        msg = "no greedy order ran"
+        raise InvalidIRError(msg)
     return best[1], best[2], best[0]
 
 

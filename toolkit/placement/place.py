@@ -37,7 +37,7 @@ from toolkit.errors import ModelError
 from toolkit.placement import _tiles as T
 from toolkit.placement import results as R
 from toolkit.placement.arena import _search, _sections
-from toolkit.tables import OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
+from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
 from toolkit.target import Target
 
 ACCESS = ("data", "executable")
@@ -76,7 +76,7 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
     objects = _sorted(check_objects(objects, target))
     if objects.height == 0:
         return Placement(placement=empty(PLACEMENT_SCHEMA), occupancy=empty(OCCUPANCY_SCHEMA),
-                         failures=R.failures(None, None, np.ones(0, bool), None, None, None), distinct_tiles=0,
+                         failures=empty(FAILURES_SCHEMA), distinct_tiles=0,
                          seconds=time.perf_counter() - t0)
     geo = _Geometry(target)
     tile = objects["tile"].to_numpy()
@@ -174,10 +174,11 @@ def check_objects(objects: pl.DataFrame, target: Target) -> pl.DataFrame:
     else:
         objects = objects.select(list(OBJECTS_SCHEMA))
     regions = sorted(int(r) for r in target.regions()["region"])
-    listed = objects["regions"].explode()
+    listed = objects["regions"].explode().drop_nulls().to_numpy()
     # (cheap whole-column flag, per-row predicate to find the offending row, field, why)
-    rules = [(pl.col(c).is_null().any(), pl.col(c).is_null(), c, "is missing")
-             for c in ("object_id", "tile", "size_bytes", "align", "first", "last", "access", "class", "regions")]
+    rules: list[tuple[pl.Expr | None, pl.Expr, str, str]] = [
+        (pl.col(c).is_null().any(), pl.col(c).is_null(), c, "is missing")
+        for c in ("object_id", "tile", "size_bytes", "align", "first", "last", "access", "class", "regions")]
     rules += [
         (pl.col("object_id").n_unique() < pl.len(), pl.col("object_id").is_duplicated(), "object_id",
          "is not unique"),
@@ -193,7 +194,7 @@ def check_objects(objects: pl.DataFrame, target: Target) -> pl.DataFrame:
         ((pl.col("repeat_count") < 1).any(), pl.col("repeat_count") < 1, "repeat_count", "must be >= 1"),
         ((pl.col("regions").list.len() == 0).any(), pl.col("regions").list.len() == 0, "regions",
          "is empty; list the allowed regions in preference order"),
-        (pl.lit(bool(listed.len() and ((listed.min() or 0) < min(regions) or (listed.max() or 0) > max(regions)))),
+        (pl.lit(bool(len(listed) and (listed.min() < min(regions) or listed.max() > max(regions)))),
          (pl.col("regions").list.min() < min(regions)) | (pl.col("regions").list.max() > max(regions)), "regions",
          f"names a region the target does not have (regions {regions})"),
         ((pl.col("alias_of").is_not_null() & pl.col("group").is_not_null()).any(),

@@ -13,7 +13,7 @@ def arrays(rep: pl.DataFrame) -> dict[str, np.ndarray]:
     tiles = rep["tile"].to_numpy()
     bounds = np.flatnonzero(np.diff(tiles)) + 1
     ptr = np.concatenate([[0], bounds, [len(tiles)]]).astype(np.int64)
-    width = max(int(rep["regions"].list.len().max() or 1), 1)
+    width = max(int(rep["regions"].list.len().to_numpy().max(initial=1)), 1)
     pref = np.full((rep.height, width), -1, np.int64)
     for k in range(width):
         pref[:, k] = rep["regions"].list.get(k, null_on_oob=True).fill_null(-1).to_numpy()
@@ -51,7 +51,7 @@ def failures(req: pl.DataFrame, sig_of_rep: np.ndarray, ok: np.ndarray, proven: 
     if ok.all():
         return empty(FAILURES_SCHEMA)
     rep_tiles = req["tile"].unique(maintain_order=True).to_list()
-    rows = []
+    rows: list[tuple] = []
     for r in np.flatnonzero(~ok):
         part = req.filter(pl.col("tile") == rep_tiles[r])
         row = _explain(part, geo, bool(proven[r]))
