@@ -205,3 +205,20 @@ def test_verify_catches_rule_breaks(rows, obj, address, message):
 def test_no_objects_places_nothing():
     p = place(objects_frame([]), ipu21())
     assert p.fits and p.placement.height == 0 and p.distinct_tiles == 0
+
+
+@pytest.mark.slow
+def test_search_places_tile_where_greedy_orders_fail(shared_dir):
+    # MiniMalloc instance J at half size on a 512 KiB tile: the greedy orders fail, the exact search fits
+    std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
+    pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(14)]
+    t = dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xF0000, load_limit=0xF0000,
+                            memory_elements=tuple(std + pairs))
+    d = pl.read_csv(shared_dir / "bench/placement/minimalloc/J.1048576.csv")
+    objs = objects_frame([{"size_bytes": s // 2, "first": lo, "last": up - 1, "align": 16}
+                          for lo, up, s in d.select("lower", "upper", "size").iter_rows()])
+    from toolkit.placement import PlacementOptions
+
+    p = place(objs, t, PlacementOptions(search_seconds=60))
+    assert p.fits, p.failures
+    verify_placement(objs, p.placement, t)

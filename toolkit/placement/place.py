@@ -380,18 +380,32 @@ def _exact_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
     floors = -(-(top - hi_addr) // unit)
     first = tile["first"].to_numpy().astype(np.int64)
     last = tile["last"].to_numpy().astype(np.int64) + 1
-    sl, su, sections = _sections(first, last)
     deadline = time.perf_counter() + options.search_seconds
-    found, exhausted, _nodes, _restarts = _search(first, last, sl, su, usize, sections, geo.capacity // unit,
-                                                  deadline=deadline, caps=caps, floors=floors)
-    if found is None:
-        return None, exhausted
-    address = top - (found + usize) * unit
-    region = np.searchsorted(geo.rstart, address, side="right") - 1
-    # a request must sit inside one allowed region (the search may straddle a boundary)
-    inside = (address + total <= geo.rend[region]) & np.array(
-        [int(r) in rs for r, rs in zip(region, tile["regions"].to_list(), strict=True)])
-    if not inside.all():
+    regions = tile["regions"].to_list()
+    # first without, then (if a request straddles a region boundary) with one-unit barriers at the boundaries
+    # pinned over all time; only the search without barriers can prove infeasibility
+    bounds = sorted({int(x) for x in geo.rstart[geo.region_ids]} - {int(geo.target.memory_start)})
+    for barriers in ([], [b for b in bounds if (top - b) % unit == 0 and b < top]):
+        k = len(barriers)
+        bl = np.full(k, first.min(), np.int64)
+        bu = np.full(k, last.max(), np.int64)
+        boff = np.array([(top - b) // unit for b in barriers], np.int64)
+        f = np.concatenate([first, bl])
+        la = np.concatenate([last, bu])
+        sl, su, sections = _sections(f, la)
+        found, exhausted, _nodes, _restarts = _search(
+            f, la, sl, su, np.concatenate([usize, np.ones(k, np.int64)]), sections, geo.capacity // unit,
+            deadline=deadline, caps=np.concatenate([caps, boff + 1]), floors=np.concatenate([floors, boff]))
+        if found is None:
+            return None, exhausted and not barriers
+        found = found[: len(usize)]
+        address = top - (found + usize) * unit
+        region = np.searchsorted(geo.rstart, address, side="right") - 1
+        inside = (address + total <= geo.rend[region]) & np.array(
+            [int(r) in rs for r, rs in zip(region, regions, strict=True)])
+        if inside.all():
+            break
+    else:
         return None, False
     stride = np.where(count > 1, -(-size // align) * align, size)
     return {"address": address, "region": region, "stride": stride, "extent": total}, False
