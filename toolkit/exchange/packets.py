@@ -152,18 +152,21 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
     k = np.repeat(np.arange(len(first_row)), fanout)          # transfer of every transfer row
     t_phase = t["phase"].to_numpy().astype(np.int64)
     t_tile = t["destination"].to_numpy().astype(np.int64)
-    if len(nfrag) and nfrag.max() > 1:
-        row = np.repeat(np.arange(t.height), nfrag[k])        # transfer row of every receive row
-        grp = gfirst[k[row]] + ranks(nfrag[k])
-        phase, tile = t_phase[row], t_tile[row]
-    else:
-        row, grp, phase, tile = None, gfirst[k], t_phase, t_tile
-    # stable sort by (phase, tile): within a tile, rows are already in group order (transfer, fragment)
-    base = int(phase.min()) if len(phase) else 0
-    order, cell = packed_sort([phase - base, tile])
-    if cell is None:
-        cell = ((phase - base) * (int(tile.max()) + 1) + tile)[order]
-    row = order if row is None else row[order]
+    row, grp = np.arange(t.height), gfirst[k]
+    keys = [t_phase, t_tile]
+    if len(nfrag) and nfrag.max() > 1:   # later fragments of transfers larger than the window: extra rows
+        multi = np.flatnonzero(nfrag[k] > 1)
+        extra = np.repeat(multi, nfrag[k[multi]] - 1)
+        row = np.r_[row, extra]
+        grp = np.r_[grp, gfirst[k[extra]] + 1 + ranks(nfrag[k[multi]] - 1)]
+        keys = [t_phase[row], t_tile[row], grp]
+    # stable sort by (phase, tile[, group]): rows of one tile are otherwise already in group order
+    base = int(t_phase.min()) if len(t_phase) else 0
+    keys[0] = keys[0] - base
+    order, cell = packed_sort(keys)
+    if cell is None or len(keys) == 3:
+        cell = (keys[0] * (int(t_tile.max()) + 1) + keys[1])[order]
+    row = row[order]
     grp = grp[order]
     seg = np.cumsum(np.r_[True, cell[1:] != cell[:-1]][:len(cell)]) - 1
     staged = np.where(t["staging_object"].is_not_null().to_numpy()[row], groups["words"].to_numpy()[grp] * wb, 0)
