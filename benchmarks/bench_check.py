@@ -1,4 +1,5 @@
-"""Functional check on the hardware-tested workloads: max abs error beside the seeds' hardware figures.
+"""Functional check on the hardware-tested workloads (max abs error beside the seeds' hardware figures),
+plus encoder-b8 as the scale case (no hardware figure).
 
 Run: ``python -m benchmarks.bench_check [--workloads a,b] [--seed 0]``. For each
 workload: compile (default options), then ``toolkit.check.check`` with F143
@@ -32,7 +33,7 @@ HARDWARE = {
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--workloads", default=",".join(HARDWARE))
+    ap.add_argument("--workloads", default=",".join([*HARDWARE, "encoder-b8"]))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
