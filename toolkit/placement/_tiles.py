@@ -206,8 +206,8 @@ def tile_keys(fields, local, starts, counts):  # pragma: no cover - compiled
         b = np.uint64(0)
         for i in range(starts[t], starts[t] + counts[t]):
             h = np.uint64(0x243F6A8885A308D3)
-            for f in range(fields.shape[0]):
-                h = (h ^ np.uint64(fields[f, i])) * m1
+            for f in range(fields.shape[1]):
+                h = (h ^ np.uint64(fields[i, f])) * m1
                 h ^= h >> np.uint64(29)
             k = np.uint64(local[i])
             x = (h ^ (k * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)

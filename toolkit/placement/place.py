@@ -27,6 +27,7 @@ failure row names the busiest event and says whether infeasibility is proven.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -78,7 +79,7 @@ def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | Non
         return Placement(placement=empty(PLACEMENT_SCHEMA), occupancy=empty(OCCUPANCY_SCHEMA),
                          failures=empty(FAILURES_SCHEMA), distinct_tiles=0,
                          seconds=time.perf_counter() - t0)
-    geo = _Geometry(target)
+    geo = _geometry(target)
     tile = objects["tile"].to_numpy()
     starts = np.concatenate([[0], np.flatnonzero(np.diff(tile)) + 1])
     counts = np.diff(np.concatenate([starts, [len(tile)]]))
@@ -155,9 +156,9 @@ def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts
         grp = obj.select(pl.when(pl.col("group").is_not_null())
                          .then(pl.lit(pl.Series(local)).min().over("tile", "group")).fill_null(-1))
         fields.append(grp.to_series().to_numpy())
-    table = np.empty((len(fields), len(local)), np.int64)
+    table = np.empty((len(local), len(fields)), np.int64)  # one contiguous row per object
     for k, f in enumerate(fields):
-        table[k] = f
+        table[:, k] = f
     key = T.tile_keys(table, local.astype(np.int64), starts.astype(np.int64), counts.astype(np.int64))
     return np.unique(key, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
@@ -226,6 +227,11 @@ def check_objects(objects: pl.DataFrame, target: Target) -> pl.DataFrame:
 
 
 # -- requests -------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _geometry(target: Target) -> _Geometry:
+    return _Geometry(target)
+
+
 class _Geometry:
     """Region windows and element grids of the target, as arrays."""
 
