@@ -187,6 +187,29 @@ def test_verifier_rejects(what: str, match: str) -> None:
         verify_exchange(ex, t, IPU)
 
 
+def two_into_one() -> tuple[Exchange, pl.DataFrame]:
+    t = pl.DataFrame({"transfer_id": [1, 2], "phase": [0, 0], "source": [1, 2], "destination": [0, 0],
+                      "size_bytes": [64, 64], "staging_object": [9, 9]})
+    return lower_exchanges(t, IPU), t
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (lambda ex: dataclasses.replace(ex, passes=ex.passes.with_columns(pl.lit(0, pl.Int64).alias("staging_offset"))),
+     r"staged fragments overlap in a tile's window"),
+    (lambda ex: dataclasses.replace(ex, rows=ex.rows.with_columns(pl.lit(0, pl.Int32).alias("step"))),
+     r"two (send|receive) rows in one step|step word differs"),
+    (lambda ex: dataclasses.replace(ex, rows=ex.rows.with_columns(pl.col("tile").replace({0: 3}))),
+     r"receive rows and receiving tiles of a group differ"),
+    (lambda ex: dataclasses.replace(ex, packets=ex.packets.with_columns(pl.col("words") + 1)),
+     r"do not add up|differ from the group's packets"),
+])
+def test_verifier_rejects_more(change, match: str) -> None:
+    ex, t = two_into_one()
+    verify_exchange(ex, t, IPU)
+    with pytest.raises(InvalidIRError, match=match):
+        verify_exchange(change(ex), t, IPU)
+
+
 # -- bad input --------------------------------------------------------------
 def one(**over: object) -> pl.DataFrame:
     base = {"transfer_id": [1, 1], "phase": [0, 0], "source": [0, 0], "destination": [1, 2], "size_bytes": [8, 8]}

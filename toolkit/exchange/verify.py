@@ -53,13 +53,15 @@ class _Transfers:
         dst = _i64(t["destination"])
         staged = (~t["staging_object"].is_null().to_numpy() if "staging_object" in t.columns
                   else np.zeros(t.height, dtype=bool))
-        order = _order([_rank(tid), dst])
-        tid, dst, staged = tid[order], dst[order], staged[order]
+        order, _ = _packed_order([_rank(tid), dst])
+        if order is not None:
+            tid, dst, staged = tid[order], dst[order], staged[order]
         first = _starts(tid)
+        at = first if order is None else order[first]
         self.ids = tid[first]                                  # ascending transfer ids
-        self.phase = _i64(t["phase"])[order][first]
-        self.source = _i64(t["source"])[order][first]
-        self.size = _i64(t["size_bytes"])[order][first]
+        self.phase = _i64(t["phase"])[at]
+        self.source = _i64(t["source"])[at]
+        self.size = _i64(t["size_bytes"])[at]
         self.index = np.cumsum(np.r_[False, tid[1:] != tid[:-1]]) if len(tid) else tid  # per sorted row
         self.dst = dst
         self.staged = staged
@@ -100,22 +102,34 @@ def _rank(a: np.ndarray) -> np.ndarray:
 
 
 def _order(keys: list[np.ndarray]) -> np.ndarray:
-    """Stable argsort by non-negative integer keys (first most significant), by one packed-integer sort."""
+    """Stable argsort by non-negative integer keys (first most significant)."""
+    order, _ = _packed_order(keys)
+    return np.arange(len(keys[0])) if order is None else order
+
+
+def _packed_order(keys: list[np.ndarray]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(stable argsort or None when already sorted, the keys packed into one int64 in sorted order or None).
+
+    One sort of the packed keys with the row index in the low bits; ``np.lexsort``
+    (and no packed keys) when they do not fit in 63 bits.
+    """
     n = len(keys[0])
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return None, np.zeros(0, dtype=np.int64)
     widths = [max(int(k.max()), 0).bit_length() for k in keys]
     if min(int(k.min()) for k in keys) < 0 or sum(widths) + (n - 1).bit_length() > 62:
-        return np.lexsort(keys[::-1])
+        return np.lexsort(keys[::-1]), None
     packed = np.zeros(n, dtype=np.int64)
     for k, w in zip(keys, widths, strict=True):
-        packed = (packed << w) | k
+        packed <<= w
+        packed |= k
     if np.all(packed[1:] >= packed[:-1]):
-        return np.arange(n)
+        return None, packed
     bits = (n - 1).bit_length()
-    packed = (packed << bits) | np.arange(n)
+    packed <<= bits
+    packed |= np.arange(n)
     packed.sort()
-    return packed & ((1 << bits) - 1)
+    return packed & ((1 << bits) - 1), packed >> bits
 
 
 def _raise(msg: str, frame: pl.DataFrame, bad: np.ndarray) -> None:
@@ -228,16 +242,30 @@ def _check_staging(passes: pl.DataFrame, staged: np.ndarray, target: Target) -> 
     _raise("staged fragment smaller than its words", passes, staged & (sbytes < -(-size // wb) * wb))
     _raise(f"staged fragment outside the {window}-byte staging window", passes,
            staged & ((soff < 0) | (soff + sbytes > window)))
-    idx = np.flatnonzero(staged)
-    phase = _i64(passes["phase"])[idx]
-    keys = [phase - phase.min() if len(idx) else phase, _i64(passes["tile"])[idx], _i64(passes["pass"])[idx],
-            soff[idx]]
-    order = _order(keys)
-    k = [a[order] for a in keys[:3]]
-    same = np.r_[False, (k[0][1:] == k[0][:-1]) & (k[1][1:] == k[1][:-1]) & (k[2][1:] == k[2][:-1])]
-    end = (soff + sbytes)[idx][order]
-    lap = same & (soff[idx][order] < np.r_[0, end[:-1]])
-    _raise("staged fragments overlap in a tile's window within one pass", passes, idx[order][lap])
+    idx = None if staged.all() else np.flatnonzero(staged)
+
+    def pick(a: np.ndarray) -> np.ndarray:
+        return a if idx is None else a[idx]
+
+    phase = pick(_i64(passes["phase"]))
+    keys = [phase - phase.min() if len(phase) else phase, pick(_i64(passes["tile"])), pick(_i64(passes["pass"]))]
+    cell_order, cell = _packed_order(keys)     # (phase, tile, pass) cells
+    if cell is None:
+        order = np.lexsort((pick(soff), *keys[::-1]))
+        k = [a[order] for a in keys]
+        same = np.r_[False, (k[0][1:] == k[0][:-1]) & (k[1][1:] == k[1][:-1]) & (k[2][1:] == k[2][:-1])]
+    else:
+        start = pick(soff) if cell_order is None else pick(soff)[cell_order]
+        same = np.r_[False, cell[1:] == cell[:-1]]
+        order = np.arange(len(cell)) if cell_order is None else cell_order
+        if not np.all(~same | (start >= np.r_[0, start[:-1]])):   # offsets out of order within a cell
+            order = np.lexsort((pick(soff), *keys[::-1]))
+            k = [a[order] for a in keys]
+            same = np.r_[False, (k[0][1:] == k[0][:-1]) & (k[1][1:] == k[1][:-1]) & (k[2][1:] == k[2][:-1])]
+    end = pick(soff + sbytes)[order]
+    lap = same & (pick(soff)[order] < np.r_[0, end[:-1]])
+    rows_of = order if idx is None else idx[order]
+    _raise("staged fragments overlap in a tile's window within one pass", passes, rows_of[lap])
 
 
 def _check_lanes(rows: pl.DataFrame) -> None:
@@ -247,9 +275,13 @@ def _check_lanes(rows: pl.DataFrame) -> None:
     send = (rows["role"] == "send").to_numpy()
     keys = [phase - phase.min() if len(phase) else phase, step - step.min() if len(step) else step, tile,
             (~send).astype(np.int64)]
-    order = _order(keys)
-    k = [a[order] for a in keys]
-    dup = np.r_[False, np.all([a[1:] == a[:-1] for a in k], axis=0)] if len(order) > 1 else np.zeros(len(order), bool)
+    order, packed = _packed_order(keys)
+    k = keys if order is None else [a[order] for a in keys]
+    order = np.arange(len(phase)) if order is None else order
+    if packed is not None:
+        dup = np.r_[False, packed[1:] == packed[:-1]]
+    else:
+        dup = np.r_[False, np.all([a[1:] == a[:-1] for a in k], axis=0)] if len(order) > 1 else np.zeros(0, bool)
     if dup.any():
         twice = np.zeros(len(order), dtype=bool)
         twice[dup] = True
@@ -260,9 +292,9 @@ def _check_lanes(rows: pl.DataFrame) -> None:
     pss = _i64(rows["pass"])[order]
     same_phase = np.r_[False, k[0][1:] == k[0][:-1]]
     same_step = same_phase & np.r_[False, k[1][1:] == k[1][:-1]]
-    back = same_phase & (pss < np.r_[0, pss[:-1]])
-    split = same_step & (pss != np.r_[0, pss[:-1]])
-    _raise("steps of a staging pass start before the previous pass ends", rows, order[back | split])
+    prev = np.r_[0, pss[:-1]]
+    _raise("steps of a staging pass start before the previous pass ends", rows,
+           order[(same_phase & (pss < prev)) | (same_step & (pss != prev))])
 
 
 def _check_rows(rows: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame, per: _Transfers) -> None:
