@@ -184,7 +184,8 @@ class Runner:
         if expected is None or expected.shape != got.shape:
             return  # an operand holding a different view (never for well-formed programs)
         tol = 0.0 if exact else self.tol * self._scale_of(tensor, inst)
-        err = np.abs(got - expected).reshape(len(objs), -1)
+        err = np.subtract(got, expected, out=expected if expected.dtype == got.dtype else None)
+        err = np.abs(err, out=err).reshape(len(objs), -1)  # in place: operands can be large
         worst = err.argmax(axis=1)                      # NaN counts as the worst
         werr = err[np.arange(len(objs)), worst].astype(np.float64)
         werr[np.isnan(werr)] = np.inf
