@@ -1,9 +1,11 @@
-"""Drive the layout explorer in a real browser: JupyterLab + Debian's chromium through Playwright.
+"""Drive the explorers in a real browser: JupyterLab + Debian's chromium through Playwright.
 
 Opens 01-layout.ipynb from a temporary copy of the notebooks, waits for the
 kernel, runs all cells, moves the row-block slider with the keyboard and
 checks that the Pareto chart (SVG) and the status line now show the new row
-block. The server and the browser are always stopped; every wait is bounded.
+block; then clicks a tile of 02-sram.ipynb's chip heat map and checks that the
+tile picker and the memory map follow. The server and the browser are always
+stopped; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -98,56 +101,90 @@ def _stop(proc: subprocess.Popen, base: str) -> None:
         proc.wait(timeout=5)
 
 
-def test_row_block_slider_redraws_the_pareto_chart(lab, tmp_path):
+class Session:
+    """One notebook opened in chromium, with a time budget and a timeline of marks for failure reports."""
+
+    def __init__(self, sync_api, page, start: float) -> None:
+        self.api, self.page, self.start = sync_api, page, start
+        self.marks: list[tuple[str, float]] = []
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, round(time.monotonic() - self.start, 1)))
+
+    def left_ms(self) -> float:
+        return max(1000.0, (BUDGET_S - (time.monotonic() - self.start)) * 1000)
+
+    def run_all(self, url: str):
+        """Open ``url``, wait for the kernel by name and idle, run all cells; return the last cell."""
+        page = self.page
+        page.goto(url, timeout=self.left_ms())
+        self.mark("page")
+        kernel = page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")
+        self.api.expect(kernel).to_contain_text("Python 3", timeout=self.left_ms())
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=self.left_ms())
+        self.mark("kernel")
+        page.evaluate("window.jupyterapp.commands.execute('runmenu:run-all')")
+        return page.locator(".jp-Notebook .jp-Cell").last
+
+
+@contextmanager
+def session(tmp_path: Path):
     sync_api = pytest.importorskip("playwright.sync_api")
     start = time.monotonic()
-
-    marks: list[tuple[str, float]] = []
-
-    def mark(name: str) -> None:
-        marks.append((name, round(time.monotonic() - start, 1)))
-
-    def left_ms() -> float:
-        return max(1000.0, (BUDGET_S - (time.monotonic() - start)) * 1000)
-
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        s = Session(sync_api, browser.new_page(viewport={"width": 1400, "height": 1000}), start)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{lab}/lab/tree/01-layout.ipynb", timeout=left_ms())
-            kernel = page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")
-            mark("page")
-            sync_api.expect(kernel).to_contain_text("Python 3", timeout=left_ms())
-            mark("kernel")
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=left_ms())
-            page.evaluate("window.jupyterapp.commands.execute('runmenu:run-all')")
-            # the explorer is the last cell: its slider, status line and the first chart drawn as SVG
-            cell = page.locator(".jp-Notebook .jp-Cell").last
-            slider = cell.locator(".widget-hslider").first
-            slider.wait_for(timeout=left_ms())
-            mark("explorer")
-            readout = slider.locator(".widget-readout")
-            before = readout.inner_text().strip()
-            chart = cell.locator(".vega-embed svg").first
-            sync_api.expect(chart).to_contain_text(f"showing row_block={before}", timeout=left_ms())
-            old_svg = chart.inner_html()
-            mark("chart")
-            slider.locator(".noUi-handle").first.focus()
-            page.keyboard.press("ArrowRight")
-            sync_api.expect(readout).not_to_have_text(before, timeout=left_ms())
-            after = readout.inner_text().strip()
-            sync_api.expect(chart).to_contain_text(f"showing row_block={after}", timeout=left_ms())
-            status = cell.locator(".widget-html").first
-            sync_api.expect(status).to_contain_text(f"row_block={after} ", timeout=left_ms())
-            mark("moved")
-            print("browser test timeline (s):", marks)
-            assert chart.inner_html() != old_svg
-            assert int(after) > int(before)
+            yield s
+            print("browser test timeline (s):", s.marks)
         except Exception:
-            print("browser test timeline (s):", marks)
+            print("browser test timeline (s):", s.marks)
             shots = Path(os.environ.get("TOOLKIT_BROWSER_SHOTS", tmp_path))  # a failure screenshot to look at
-            page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
+            s.page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
             raise
         finally:
             browser.close()
     assert time.monotonic() - start < BUDGET_S + 5
+
+
+def test_row_block_slider_redraws_the_pareto_chart(lab, tmp_path):
+    with session(tmp_path) as s:
+        expect, wait = s.api.expect, s.left_ms
+        cell = s.run_all(f"{lab}/lab/tree/01-layout.ipynb")
+        # the explorer is the last cell: its slider, status line and the first chart drawn as SVG
+        slider = cell.locator(".widget-hslider").first
+        slider.wait_for(timeout=wait())
+        s.mark("explorer")
+        readout = slider.locator(".widget-readout")
+        before = readout.inner_text().strip()
+        chart = cell.locator(".vega-embed svg.marks").first
+        expect(chart).to_contain_text(f"showing row_block={before}", timeout=wait())
+        old_svg = chart.inner_html()
+        s.mark("chart")
+        slider.locator(".noUi-handle").first.focus()
+        s.page.keyboard.press("ArrowRight")
+        expect(readout).not_to_have_text(before, timeout=wait())
+        after = readout.inner_text().strip()
+        expect(chart).to_contain_text(f"showing row_block={after}", timeout=wait())
+        expect(cell.locator(".widget-html").first).to_contain_text(f"row_block={after} ", timeout=wait())
+        s.mark("moved")
+        assert chart.inner_html() != old_svg
+        assert int(after) > int(before)
+
+
+def test_clicking_the_heat_map_picks_the_tile(lab, tmp_path):
+    with session(tmp_path) as s:
+        expect, wait = s.api.expect, s.left_ms
+        cell = s.run_all(f"{lab}/lab/tree/02-sram.ipynb")
+        heatmap = cell.locator(".vega-embed svg.marks").first
+        tiles = heatmap.locator(".mark-rect.role-mark path")   # the cells, not the legend's gradient
+        expect(tiles).to_have_count(1472, timeout=wait())
+        s.mark("explorer")
+        readout = cell.locator(".widget-readout").first
+        before = readout.inner_text().strip()
+        tiles.nth(100 if before != "100" else 101).click()
+        expect(readout).not_to_have_text(before, timeout=wait())
+        tile = readout.inner_text().strip()
+        expect(cell.locator(".widget-html").first).to_contain_text(f"tile {tile}: ", timeout=wait())
+        expect(cell.locator(".vega-embed svg.marks").nth(1)).to_contain_text(f"tile {tile}:", timeout=wait())
+        s.mark("clicked")
