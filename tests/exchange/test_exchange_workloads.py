@@ -35,14 +35,21 @@ def compiled() -> dict[str, toolkit.Compilation]:
 
 
 def compile_once(cache: dict, name: str):
+    """Compile ``name``, keeping only the fast preset cached (big compilations take gigabytes)."""
     if name not in cache:
-        try:
-            cache[name] = toolkit.compile(name)
-        except InvalidIRError as exc:
-            if "placement" not in str(exc):
-                raise
-            cache[name] = scheduled(name)
+        if name not in FAST:
+            return compiled_or_scheduled(name)
+        cache[name] = compiled_or_scheduled(name)
     return cache[name]
+
+
+def compiled_or_scheduled(name: str):
+    try:
+        return toolkit.compile(name)
+    except InvalidIRError as exc:
+        if "placement" not in str(exc):
+            raise
+        return scheduled(name)
 
 
 def scheduled(name: str) -> SimpleNamespace:
