@@ -153,8 +153,8 @@ def _signatures(obj: pl.DataFrame, local: np.ndarray, starts: np.ndarray, counts
         alias = obj.select(pl.col("alias_of").replace_strict(obj["object_id"], pl.Series(local), default=None))
         fields.append(alias.to_series().fill_null(-1).to_numpy())
     if obj["group"].is_not_null().any():
-        grp = obj.select(pl.when(pl.col("group").is_not_null())
-                         .then(pl.lit(pl.Series(local)).min().over("tile", "group")).fill_null(-1))
+        grp = obj.select("tile", "group", pl.Series("local", local)).select(
+            pl.when(pl.col("group").is_not_null()).then(pl.col("local").min().over("tile", "group")).fill_null(-1))
         fields.append(grp.to_series().to_numpy())
     table = np.empty((len(local), len(fields)), np.int64)  # one contiguous row per object
     for k, f in enumerate(fields):
