@@ -51,7 +51,6 @@ import polars as pl
 
 from toolkit.errors import OptionError
 from toolkit.exchange.packets import (
-    check_transfers,
     dense_rank_sorted,
     fragment,
     packets_of,
@@ -59,6 +58,7 @@ from toolkit.exchange.packets import (
     sort_order,
 )
 from toolkit.exchange.steps import colour_groups, lane_bound
+from toolkit.exchange.transfers import check_transfers
 from toolkit.tables import BIG, ID, STR, frame
 from toolkit.target import Target
 

@@ -38,10 +38,9 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import ModelError
+from toolkit.exchange.lanes import IMPROVE_PASSES, MAX_BLOCKERS, lane_greedy, lane_improve, lane_squeeze, merged_lanes
 
 GROUP_COLUMNS = ("group", "source", "destination")
-IMPROVE_PASSES = 12
-MAX_BLOCKERS = 3
 DSATUR_PAIRS = 400_000
 
 
@@ -196,145 +195,28 @@ def conflict_csr(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> tuple[np.
 def _multicast_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     n = len(src)
     bound = lane_bound(gid, src, dst)
-    member_group, member_lane, n_recv = _merged_lanes(gid, dst)
+    member_group, member_lane, n_recv = merged_lanes(gid, dst)
     recv_lanes = np.bincount(member_group, minlength=n)
     if recv_lanes.max() == 1:  # every group on one merged receive lane: a bipartite multigraph again
         return _konig_colour(src, member_lane)
     _, send_lane = np.unique(src, return_inverse=True)
     n_lanes = n_recv + int(send_lane.max()) + 1
-    pairs = int((np.bincount(member_lane).astype(np.int64) ** 2).sum()
-                + (np.bincount(send_lane).astype(np.int64) ** 2).sum())
+    # lane-sharing pairs DSATUR's conflict graph would enumerate (per tile, before merging)
+    pairs = int((np.bincount(dst).astype(np.int64) ** 2).sum() + (np.bincount(send_lane).astype(np.int64) ** 2).sum())
     indptr = np.r_[0, np.cumsum(recv_lanes)].tolist()
     recv_list = member_lane.tolist()
     send_list = (send_lane + n_recv).tolist()
     lanes = [[send_list[g], *recv_list[indptr[g]:indptr[g + 1]]] for g in range(n)]
-    colour = _lane_greedy(range(n), lanes, n_lanes, n)
+    colour = lane_greedy(range(n), lanes, n_lanes, n)
     if max(colour) + 1 > bound:
-        colour = _lane_squeeze(colour, lanes, n_lanes, bound)
+        colour = lane_squeeze(colour, lanes, n_lanes, bound)
     if max(colour) + 1 > bound:
-        colour = _lane_squeeze(_lane_improve(colour, lanes, n_lanes, bound), lanes, n_lanes, bound)
+        colour = lane_squeeze(lane_improve(colour, lanes, n_lanes, bound), lanes, n_lanes, bound)
     if max(colour) + 1 > bound and pairs <= DSATUR_PAIRS:
         other = _dsatur_colour(gid, src, dst, bound)
         if max(other) < max(colour):
             colour = other
     return np.asarray(colour, dtype=np.int32)
-
-
-def _merged_lanes(gid: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Receive lanes with tiles that carry the same groups merged: (group, lane) memberships sorted by
-    group then lane, and the number of merged lanes."""
-    gid = gid.astype(np.int64)
-    dst = dst.astype(np.int64)
-    if len(dst) > 1 and not np.all((np.diff(dst) > 0) | ((np.diff(dst) == 0) & (np.diff(gid) > 0))):
-        order = np.lexsort((gid, dst))
-        gid, dst = gid[order], dst[order]
-    cut = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]])
-    count = np.diff(np.r_[cut, len(dst)])
-    salt = np.random.default_rng(0x5EED).integers(0, 2**63, size=int(gid.max()) + 1, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        key = (np.add.reduceat(salt.astype(np.uint64)[gid], cut)
-               ^ (count.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
-    _, tile_lane = np.unique(key, return_inverse=True)
-    n_recv = int(tile_lane.max()) + 1
-    member = np.unique(gid * n_recv + np.repeat(tile_lane, count))
-    return member // n_recv, member % n_recv, n_recv
-
-
-def _lane_greedy(order, lanes: list[list[int]], n_lanes: int, n: int) -> list[int]:
-    """First fit in ``order``: the lowest step free on every lane of the group (per-lane bitsets)."""
-    masks = [0] * n_lanes
-    colour = [0] * n
-    for g in order:
-        ls = lanes[g]
-        used = 0
-        for lane in ls:
-            used |= masks[lane]
-        bit = ~used & (used + 1)
-        for lane in ls:
-            masks[lane] |= bit
-        colour[g] = bit
-    return [c.bit_length() - 1 for c in colour]
-
-
-def _lane_improve(colour: list[int], lanes: list[list[int]], n_lanes: int, bound: int) -> list[int]:
-    """Iterated greedy on lane bitsets: recolour class by class; steps never grow."""
-    n = len(colour)
-    rng = np.random.default_rng(0)
-    best, best_k = colour, max(colour) + 1
-    cur = colour
-    for it in range(IMPROVE_PASSES):
-        arr = np.asarray(cur)
-        k = int(arr.max()) + 1
-        if it % 3 == 0:
-            class_rank = np.arange(k)[::-1]
-        elif it % 3 == 1:
-            class_rank = np.argsort(np.argsort(-np.bincount(arr, minlength=k), kind="stable"))
-        else:
-            class_rank = rng.permutation(k)
-        cur = _lane_greedy(np.lexsort((np.arange(n), class_rank[arr])).tolist(), lanes, n_lanes, n)
-        if max(cur) + 1 < best_k:
-            best, best_k = cur, max(cur) + 1
-        if best_k <= bound:
-            break
-    return best
-
-
-def _lane_squeeze(colour: list[int], lanes: list[list[int]], n_lanes: int, bound: int) -> list[int]:
-    """Empty the top step while possible: move each of its groups to a lower step free on all its lanes, or
-    to one held by at most ``MAX_BLOCKERS`` groups that can each move elsewhere. Every move keeps the
-    colouring proper, so stopping half way is safe."""
-    colour = list(colour)
-    k = max(colour) + 1
-    at = [-1] * (n_lanes * k)      # lane x step -> group
-    masks = [0] * n_lanes
-    for g, c in enumerate(colour):
-        for lane in lanes[g]:
-            at[lane * k + c] = g
-            masks[lane] |= 1 << c
-
-    def move(g: int, c: int) -> None:
-        old = colour[g]
-        for lane in lanes[g]:
-            at[lane * k + old] = -1
-            masks[lane] &= ~(1 << old)
-            at[lane * k + c] = g
-            masks[lane] |= 1 << c
-        colour[g] = c
-
-    def free_below(g: int, top: int) -> int:
-        used = 0
-        for lane in lanes[g]:
-            used |= masks[lane]
-        return ~used & ((1 << top) - 1)
-
-    top = k - 1
-    while top + 1 > bound:
-        for g in [g for g in range(len(colour)) if colour[g] == top]:
-            free = free_below(g, top)
-            if free:
-                move(g, (free & -free).bit_length() - 1)
-                continue
-            for c in range(top):
-                blockers = {at[lane * k + c] for lane in lanes[g]}
-                blockers.discard(-1)
-                if len(blockers) > MAX_BLOCKERS:
-                    continue
-                # blockers share step c, so they share no lane: each moves on its own
-                moves = []
-                for h in blockers:
-                    f = free_below(h, top) & ~(1 << c)
-                    if not f:
-                        break
-                    moves.append((h, (f & -f).bit_length() - 1))
-                else:
-                    for h, d in moves:
-                        move(h, d)
-                    move(g, c)
-                    break
-            else:
-                return colour
-        top -= 1
-    return colour
 
 
 def _dsatur_colour(gid: np.ndarray, src: np.ndarray, dst: np.ndarray, bound: int) -> list[int]:
