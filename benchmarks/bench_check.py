@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -33,49 +35,59 @@ HARDWARE = {
 FALLBACK = {"inner_split": 2}  # layout tried when a workload's default compile fails
 
 
+def measure(name: str, seed: int) -> str:
+    """Compile ``name`` and check it; one markdown row."""
+    t0 = time.perf_counter()
+    # pin the workload's own QKV form (the layout search may otherwise pick fused for attention-b1)
+    fused = get_workload(name).fused_qkv if get_workload(name).kind != "mlp" else None
+    label = name
+    try:
+        c = toolkit.compile(name, options={"fused_qkv": fused})
+    except toolkit.ToolkitError as e:  # the default layout did not compile: retry once with FALLBACK
+        first = str(e).splitlines()[0]
+        label = f"{name} ({', '.join(f'{k}={v}' for k, v in FALLBACK.items())}; default: {first})"
+        try:
+            c = toolkit.compile(name, options={"fused_qkv": fused, **FALLBACK})
+        except toolkit.ToolkitError as e2:
+            return f"| {name} | compile failed: {str(e2).splitlines()[0]} |" + " |" * 11
+    compile_s = time.perf_counter() - t0
+    cpu0 = time.process_time()
+    r = check(c, seed=seed)
+    cpu = time.process_time() - cpu0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    out = r.outputs.row(0, named=True)
+    hw = HARDWARE.get(name)
+    ulp = 2.0 ** (np.floor(np.log2(out["max_abs_expected"])) - 10)  # FP16 spacing at the largest output
+    if get_workload(name).kind == "attention":
+        label += " (fused QKV)" if "attn.qkv" in c.graph.ops["name"].to_list() else " (separate QKV)"
+    cells = [label, "pass" if r.passed else f"FAIL: {r.message}", f"{r.max_abs_error:.6f}",
+             "-" if hw is None else f"{hw}", f"{r.max_abs_error / ulp:.2f}", f"{out['max_abs_expected']:.3f}",
+             f"{out['tolerance']:.4f}", f"{r.operands.height}", f"{int(c.tiles.per_tile.height)}",
+             f"{r.wall_seconds:.1f}", f"{cpu:.1f}", f"{compile_s:.1f}", f"{rss:.1f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workloads", default=",".join([*HARDWARE, "encoder-b8"]))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--one", help="measure one workload in this process and print its row (used internally)")
     args = ap.parse_args()
+    if args.one:
+        print(measure(args.one, args.seed), flush=True)
+        return
     rows = []
-    for name in args.workloads.split(","):
-        t0 = time.perf_counter()
-        # pin the workload's own QKV form (the layout search may otherwise pick fused for attention-b1)
-        fused = get_workload(name).fused_qkv if get_workload(name).kind != "mlp" else None
-        label = name
-        try:
-            c = toolkit.compile(name, options={"fused_qkv": fused})
-        except toolkit.ToolkitError as e:  # the default layout did not compile: retry once with FALLBACK
-            first = str(e).splitlines()[0]
-            print(f"  {name}: default compile failed ({first}); retrying with {FALLBACK}", flush=True)
-            label = f"{name} ({', '.join(f'{k}={v}' for k, v in FALLBACK.items())}; default: {first})"
-            try:
-                c = toolkit.compile(name, options={"fused_qkv": fused, **FALLBACK})
-            except toolkit.ToolkitError as e2:
-                rows.append(f"| {name} | compile failed: {str(e2).splitlines()[0]} |" + " |" * 11)
-                print(rows[-1], flush=True)
-                continue
-        compile_s = time.perf_counter() - t0
-        cpu0 = time.process_time()
-        r = check(c, seed=args.seed)
-        cpu = time.process_time() - cpu0
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-        out = r.outputs.row(0, named=True)
-        hw = HARDWARE.get(name)
-        ulp = 2.0 ** (np.floor(np.log2(out["max_abs_expected"])) - 10)  # FP16 spacing at the largest output
-        cells = [label, "pass" if r.passed else "FAIL", f"{r.max_abs_error:.6f}", "-" if hw is None else f"{hw}",
-                 f"{r.max_abs_error / ulp:.2f}", f"{out['max_abs_expected']:.3f}", f"{out['tolerance']:.4f}",
-                 f"{r.operands.height}", f"{int(c.tiles.per_tile.height)}", f"{r.wall_seconds:.1f}", f"{cpu:.1f}",
-                 f"{compile_s:.1f}", f"{rss:.1f}"]
-        rows.append("| " + " | ".join(cells) + " |")
-        if get_workload(name).kind == "attention":
-            ops = c.graph.ops["name"].to_list()
-            print(f"  {name}: fused QKV = {'attn.qkv' in ops}", flush=True)
+    for name in args.workloads.split(","):  # one process per workload: peak RSS is that workload's own
+        cmd = [sys.executable, "-m", "benchmarks.bench_check", "--one", name, "--seed", str(args.seed)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("| ")]
+        if lines:
+            rows.append(lines[-1])
+        else:
+            why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            rows.append(f"| {name} | run failed: {why} |" + " |" * 11)
         print(rows[-1], flush=True)
-        if not r.passed:
-            print(r.message, flush=True)
     header = ["workload", "verdict", "max abs error", "hardware max abs error", "error in FP16 ulps",
               "max abs expected", "tolerance", "operand checks", "tiles", "check wall s", "check CPU s",
               "compile s", "peak RSS GB"]
@@ -83,7 +95,8 @@ def main() -> None:
         f"`toolkit.check.check(compile(w), seed={args.seed})`: F143 scale -4 weights (fan-in Gaussian), "
         "Gaussian FP16 input, program executed on the placed SRAM image (exchanges through the staging windows), "
         "compared with a float64 reference; attention workloads are compiled with their own QKV form pinned "
-        "(`fused_qkv` option). Hardware = the seeds' `ipu-stack` hardware check on the same "
+        "(`fused_qkv` option); each workload runs in its own process (peak RSS = compile + check). "
+        "Hardware = the seeds' `ipu-stack` hardware check on the same "
         "workload (same F143 scale, different random data: compare magnitudes only). The ulps column is our "
         "error in FP16 spacings at the output's largest magnitude (the output is stored in FP16). "
         "Tolerance = 2^-7 x max|expected|. Wall and CPU seconds are the check alone (the machine is shared: "
