@@ -109,6 +109,7 @@ def check(compilation: Any, seed: int = 0, *, scale: int = -4, partials: str | N
     sram = Sram(sched.objects, compilation.placement.placement)
     tables = build_tables(sched, graph)
     _load(sram, tables, sched, graph, data)
+    del data  # the SRAM image holds the stored bytes now
     runner = Runner(compilation, sram, tables, ref, scale, partials, tolerance)
     runner.run()
     outputs, worst = runner.outputs()
