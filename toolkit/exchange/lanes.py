@@ -51,8 +51,8 @@ def lane_greedy(order, lanes: list[list[int]], n_lanes: int, n: int) -> list[int
         bit = ~used & (used + 1)
         for lane in ls:
             masks[lane] |= bit
-        colour[g] = bit
-    return [c.bit_length() - 1 for c in colour]
+        colour[g] = bit.bit_length() - 1
+    return colour
 
 
 def lane_improve(colour: list[int], lanes: list[list[int]], n_lanes: int, bound: int) -> list[int]:

@@ -85,6 +85,9 @@ class _Transfers:
 
 # -- helpers (numpy) ----------------------------------------------------------
 def _i64(s: pl.Series) -> np.ndarray:
+    """Integer column as numpy (int32 columns stay int32: every use below widens where it multiplies)."""
+    if s.dtype in (pl.Int32, pl.Int64) and not s.null_count():
+        return s.to_numpy()
     return s.cast(pl.Int64).to_numpy()
 
 
