@@ -343,7 +343,7 @@ def _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp):  # pragma: no cover -
 @njit(cache=True)
 def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budget,  # noqa: C901
            m, placed, offset, seq, h, rem, cross, undo_j, undo_v, undo_ptr, hundo, hundo_ptr,
-           frames, cutbuf, cut_ptr):  # pragma: no cover - compiled
+           frames, cutbuf, cut_ptr, hatless):  # pragma: no cover - compiled
     """Run at most ``budget`` nodes of the depth-first search; returns the status.
 
     ``st`` holds [depth, nodes, status, uptr, hptr, top frame, cutbuf pointer];
@@ -377,7 +377,13 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
             cbp = cut_ptr[d]
             ck = m[cur]
             cr = rank[cur]
-        best, inside = _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed)
+        if cur >= 0 and hatless[d]:
+            # nothing unplaced overlapped cur, so it stays at its offset in every completion; every later
+            # sibling comes after it in (offset, rank) and would leave it unplaceable: no sibling can succeed
+            best = -1
+            inside = 1
+        else:
+            best, inside = _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed)
         if inside == 0:
             # frame complete: continue with the next independent part, or complete the parent
             seq[d] = -1
@@ -431,13 +437,18 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
             rem[s] -= size[i]
         for b in range(sl[i] + 1, su[i]):
             cross[b] -= 1
+        hat = True
         for q in range(adj_ptr[i], adj_ptr[i + 1]):
             j = adj[q]
-            if not placed[j] and m[j] < top_i:
+            if placed[j]:
+                continue
+            hat = False
+            if m[j] < top_i:
                 undo_j[uptr] = j
                 undo_v[uptr] = m[j]
                 uptr += 1
                 m[j] = top_i
+        hatless[d] = hat
         if _feasible(lo, hi, oi, sl, su, size, cap, capacity, m, placed, h, rem, fmin):
             nb = _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp)
             if nb > cbp:

@@ -343,7 +343,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
             cross=crossing.copy(), undo_j=np.zeros(len(nbr) + 1, np.int64), undo_v=np.zeros(len(nbr) + 1, np.int64),
             undo_ptr=np.zeros(n + 1, np.int64), hundo=np.zeros(int((su - sl).sum()) + 1, np.int64),
             hundo_ptr=np.zeros(n + 1, np.int64), cutbuf=np.zeros(4 * (sections + n) + 8, np.int64),
-            cut_ptr=np.zeros(n + 1, np.int64),
+            cut_ptr=np.zeros(n + 1, np.int64), hatless=np.zeros(n + 1, np.bool_),
         )
         spent = 0
         status = K.RUNNING
@@ -353,7 +353,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
                 st, sl, su, size, cap, rank, prev, ptr, nbr, capacity, min(SEARCH_SLICE, budget - spent),
                 state["m"], state["placed"], state["offsets"], state["seq"], state["h"], state["rem"],
                 state["cross"], state["undo_j"], state["undo_v"], state["undo_ptr"], state["hundo"],
-                state["hundo_ptr"], frames, state["cutbuf"], state["cut_ptr"],
+                state["hundo_ptr"], frames, state["cutbuf"], state["cut_ptr"], state["hatless"],
             )
             spent += int(st[1]) - before
         nodes += int(st[1])
