@@ -45,6 +45,7 @@ def layout_params(max_row_block: int = 48) -> st.SearchStrategy[LayoutParams]:
         row_block=st.integers(1, max_row_block),
         stream_block=st.one_of(st.none(), st.integers(1, max_row_block)),
         row_shard=st.one_of(st.none(), st.integers(1, 8)),
+        panel_groups=st.one_of(st.none(), st.integers(1, 4)),
         inner_split=st.integers(1, 4),
         weight_class=st.sampled_from(["interleaved", "standard"]),
     )

@@ -94,3 +94,12 @@ def test_random_small_graphs_verify(g, p, tiles):
     assert s.commands["tile"].max() < tiles
     assert (s.objects["last"] >= s.objects["first"]).all()
     assert s.summary()["phases"] == s.phases.height * max([1, *g.repeats["instances"].to_list()])
+
+
+def test_folded_replicas_on_one_tile_get_separate_transfers():
+    # 8-row blocks and 2-group panels fold several cells onto one tile of 64: a multicast may reach
+    # two replicas on the same tile, which must become two transfers (no destination listed twice)
+    g = toolkit.build_graph("mlp-small-repeat")
+    s = schedule(g, LayoutParams(row_block=8, panel_groups=2), T, tiles=64)
+    verify_schedule(s)
+    assert s.transfers.group_by("transfer_id", "destination").len()["len"].max() == 1

@@ -142,7 +142,16 @@ class Program:
         if len(remote):
             # one logical transfer per (source chunk, destination chunk): replicas are multicast destinations
             key = pieces["src_chunk"][remote] * (need.tiles.size + 1) + pieces["dst_chunk"][remote]
-            _, tid = np.unique(key, return_inverse=True)
+            # a tile holding two replicas of one need chunk (folded cells) gets its own transfer per replica
+            dst = pieces["dst_tile"][remote].astype(np.int64)
+            order = np.lexsort((dst, key))
+            same = np.zeros(len(order), dtype=bool)
+            same[1:] = (key[order][1:] == key[order][:-1]) & (dst[order][1:] == dst[order][:-1])
+            run_start = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))
+            occurrence = np.empty(len(order), dtype=np.int64)
+            occurrence[order] = np.arange(len(order)) - run_start
+            _, tid = np.unique(np.stack([key, occurrence]), axis=1, return_inverse=True)
+            tid = tid.ravel()
             tid = tid + self.transfer_count
             self.transfer_count = int(tid.max()) + 1
             self.transfers.add(len(remote), transfer_id=tid, phase=xphase, source=pieces["src_tile"][remote],

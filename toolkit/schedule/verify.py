@@ -57,6 +57,13 @@ def verify_schedule(s) -> None:
 
     tr = s.transfers
     t_phase = _col(tr, "phase")
+    if tr.height:
+        key = _col(tr, "transfer_id").astype(np.int64) * (int(_col(tr, "destination").max()) + 1) + _col(
+            tr, "destination")
+        _, first, counts = np.unique(key, return_index=True, return_counts=True)
+        dup = np.zeros(tr.height, dtype=bool)
+        dup[first[counts > 1]] = True
+        _fail("a transfer lists one destination twice", tr, dup)
     for col, end in (("src_object", "source"), ("dst_object", "destination"), ("staging_object", "destination")):
         ids = _col(tr, col)
         _fail(f"transfer {col} missing", tr, (ids < 0) | (ids >= n))
