@@ -121,3 +121,15 @@ def test_search_agrees_with_brute_force(data):
             found, _, _, _ = _search(lo, up, sl, su, size, sections, capacity, deadline=time.perf_counter() + 5)
             assert found is not None and (found + size).max() <= capacity
             _no_overlap(lo, up, size, found)
+
+
+def test_long_lived_first_order_ranks_long_buffers_first():
+    """LZR: buffers live over at least half the sections come first, then larger, then later-starting."""
+    from toolkit.placement.arena import _ranks
+
+    lo = np.array([0, 0, 3, 5, 1])
+    up = np.array([10, 2, 9, 7, 10])
+    size = np.array([1, 50, 8, 8, 2])
+    sl, su, sections = _sections(lo, up)
+    rank = dict(_ranks(sl, su, size, lo, up, sections))["LZR"]
+    assert np.argsort(rank).tolist() == [4, 0, 1, 3, 2]

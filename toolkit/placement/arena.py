@@ -188,7 +188,10 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
     """Tie-break orders (rank 0 tried first) used by the skyline pass and the search restarts.
 
     W = lifetime length, A = area (size x length), T = the largest total of live
-    bytes over the buffer's sections, Z = size, S = start.
+    bytes over the buffer's sections, Z = size, S = start. "LZR" puts buffers
+    live over at least half of all sections first (long-lived ones belong at the
+    bottom, not on top of the peak), then the largest, latest-starting first.
+    The search restarts use the first SEARCH_HEURISTICS only.
     """
     width = upper - lower
     area = size * width
@@ -200,6 +203,7 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
         "TWA": np.lexsort((idx, -area, -width, -total)),
         "ZW": np.lexsort((idx, -width, -size)),
         "SZ": np.lexsort((idx, -size, lower)),
+        "LZR": np.lexsort((idx, -lower, -size, 2 * (su - sl) < sections)),
     }
     out = []
     for name, order in orders.items():
@@ -235,7 +239,7 @@ def _best_greedy(lower, upper, size, sl, su, sections, lb: int) -> tuple[np.ndar
     """Best of the greedy passes; stops early at the lower bound (nothing can beat it)."""
     ranks = _ranks(sl, su, size, lower, upper, sections)
     if len(size) > GREEDY_LARGE:  # the skyline pass re-queues long buffers often on big traces
-        ranks = [r for r in ranks if r[0] in ("TWA", "ZW")]
+        ranks = [r for r in ranks if r[0] in ("TWA", "ZW", "LZR")]
     best: tuple[int, np.ndarray, str] | None = None
     for name, rank in ranks:
         off = K.skyline(sl, su, size, rank, sections)
@@ -245,7 +249,9 @@ def _best_greedy(lower, upper, size, sl, su, sections, lb: int) -> tuple[np.ndar
         if p <= lb:
             return best[1], best[2], best[0]
     if len(size) <= FIRST_FIT_MAX:  # first fit is quadratic in the number of buffers
-        for name, rank in _ranks(sl, su, size, lower, upper, sections)[3:]:
+        for name, rank in ranks:
+            if name not in ("ZW", "SZ"):
+                continue
             order = np.argsort(rank).astype(np.int64)
             off = K.first_fit(order, lower, upper, size, -1)
             p = peak_of(off, size)
