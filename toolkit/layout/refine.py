@@ -21,11 +21,18 @@ from toolkit.target import Target
 
 
 def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target,
-           tiles: int) -> int:
-    """Estimated cycles of one instance of the graph under ``p`` (repeat instances multiplied in)."""
+           tiles: int) -> tuple[int, int]:
+    """(estimated cycles of the whole program, exchange plan-row bytes on the fullest tile) under ``p``.
+
+    Plan rows: one send row per piece a tile sends (a multicast once) and one
+    receive row per piece it receives, ``plan_row_words`` words each, summed
+    over every exchange of the program: an upper bound on what the package
+    stores (it deduplicates identical rows per tile).
+    """
     plans = plan_graph(ops, tensors, params, p, tiles)
     layout_of: dict[int, Layout] = {}
     total = 0
+    rows = np.zeros(tiles, dtype=np.int64)
     for op, plan in zip(ops, plans, strict=True):
         e = op_estimate(op, plan, tensors, reps, p, target, tiles)
         n = len(plan.cell_tiles)
@@ -34,13 +41,16 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         send = np.zeros((n_w, tiles), dtype=np.int64)
         recv = np.zeros((n_w, tiles), dtype=np.int64)
         frags = np.zeros((n_w, tiles), dtype=np.int64)
+        sends = np.zeros((n_w, tiles), dtype=np.int64)
         copies = np.zeros((n_w, tiles), dtype=np.int64)
         for t, need in plan.needs.items():
             tensor = t if t >= 0 else -t - 1
             src = layout_of.setdefault(tensor, need)
             if need.same_as(src) and need.replicas == 1:
                 continue
-            _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, copies, target)
+            _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, sends, copies,
+                   target)
+        rows += frags.sum(axis=0) + sends.sum(axis=0)
         moved = np.maximum(send, recv)
         has_exchange = moved.max(axis=1) > 0
         x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
@@ -49,11 +59,12 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         if plan.partials is not None:
             total += e["exchange"] // 2 + target.costs.sync_cycles * n_w  # partials: screened estimate
         layout_of[op["output"]] = plan.output
-    return total * max([1, *reps.values()])
+    row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
+    return total * max([1, *reps.values()]), row_bytes
 
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
-           recv: np.ndarray, frags: np.ndarray, copies: np.ndarray, target: Target) -> None:
+           recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, target: Target) -> None:
     pieces = route(src, need)
     slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
     cells = need.cells.ravel()[slot]
@@ -75,6 +86,7 @@ def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int
     _, first = np.unique(key, return_index=True)
     sidx = (w[remote] * tiles + s_tile[remote])[first]
     send += np.bincount(sidx, weights=size[remote][first], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
+    sends += np.bincount(sidx, minlength=n_w * tiles).reshape(n_w, tiles)
 
 
 __all__ = ["OpPlan", "refine"]

@@ -41,6 +41,7 @@ CANDIDATES_SCHEMA = {
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
     "peak_interleaved_bytes": pl.Int64, "weight_bytes": pl.Int64, "support_bytes": pl.Int64,
     "feasible": pl.Boolean, "reject_reason": pl.String, "beam": pl.Boolean, "sched_cycles": pl.Int64,
+    "plan_row_bytes": pl.Int64,
     "chosen": pl.Boolean, "pareto": pl.Boolean,
 }
 
@@ -98,7 +99,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                 cid += 1
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
     cand = cand.with_columns(
-        pl.lit(False).alias("beam"), pl.lit(None, dtype=pl.Int64).alias("sched_cycles"),
+        pl.lit(False).alias("beam"),
         pl.lit(False).alias("chosen"), pl.lit(False).alias("pareto"))
     cand = cand.with_columns(_pareto(cand).alias("pareto"))
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
@@ -106,24 +107,57 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         raise _no_fit(cand, options)
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv"]
-    beam = feas.unique(route_keys, keep="first", maintain_order=True).head(options.beam_width)
-    scores = {}
-    for r in beam.iter_rows(named=True):
-        p = params_of(r)
-        g = graphs[p.fused_qkv]
-        ops = list(g.ops.iter_rows(named=True))
-        tensors = {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)}
-        reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
-        scores[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
-    best = min(scores, key=lambda k: (scores[k], k))
-    sched = pl.DataFrame({"candidate_id": list(scores), "sched": list(scores.values())},
-                         schema={"candidate_id": pl.Int32, "sched": pl.Int64})
+    distinct = feas.unique(route_keys, keep="first", maintain_order=True)
+    refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width)
+    capacity = target.load_limit - target.memory_start
+    sched = pl.DataFrame({"candidate_id": list(refined), "sched": [v[0] for v in refined.values()],
+                          "rows": [v[1] for v in refined.values()]},
+                         schema={"candidate_id": pl.Int32, "sched": pl.Int64, "rows": pl.Int64})
     cand = (cand.join(sched, on="candidate_id", how="left")
-            .with_columns(pl.col("sched").alias("sched_cycles"), pl.col("sched").is_not_null().alias("beam"),
-                          (pl.col("candidate_id") == best).alias("chosen"))
-            .drop("sched").cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
+            .with_columns(pl.col("sched").alias("sched_cycles"), pl.col("rows").alias("plan_row_bytes"),
+                          pl.col("sched").is_not_null().alias("beam"))
+            .drop("sched", "rows"))
+    # finalists that fit with their plan rows first, then by refined cycles
+    ranked = (cand.filter(pl.col("beam"))
+              .sort((pl.col("peak_live_bytes") + pl.col("plan_row_bytes")) > capacity, "sched_cycles", "candidate_id"))
+    best = ranked["candidate_id"][0]
+    cand = (cand.with_columns((pl.col("candidate_id") == best).alias("chosen"))
+            .cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
     chosen = params_of(cand.filter(pl.col("chosen")).row(0, named=True))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs)
+
+
+def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: int,
+                 width: int) -> dict[int, tuple[int, int]]:
+    """Refine candidates until ``width`` are likely to fit with their exchange plan rows.
+
+    Returns ``{candidate_id: (refined cycles, plan-row bytes on the fullest tile)}`` for
+    every refined candidate. Candidates are refined in screen order (fastest
+    first) and then, while fewer than ``width`` fit with their plan rows, in
+    order of smallest screened peak (memory-bound workloads); at most
+    ``2 * width`` per pass. The plan-row bytes are an upper bound (the package
+    stores identical rows once), so a candidate over capacity with them is
+    kept, ranked after those that fit, and exact placement decides.
+    """
+    capacity = target.load_limit - target.memory_start
+    refined: dict[int, tuple[int, int]] = {}
+    fitting = 0
+    prepared: dict[bool, tuple] = {}
+    first = distinct.head(2 * width)
+    order = pl.concat([first, distinct.slice(2 * width).sort("peak_live_bytes", "est_cycles").head(2 * width)])
+    for i, r in enumerate(order.iter_rows(named=True)):
+        if fitting == width or (i >= first.height and fitting):
+            break
+        p = params_of(r)
+        if p.fused_qkv not in prepared:
+            g = graphs[p.fused_qkv]
+            prepared[p.fused_qkv] = (
+                g, list(g.ops.iter_rows(named=True)), {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)},
+                dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True)))
+        g, ops, tensors, reps = prepared[p.fused_qkv]
+        refined[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
+        fitting += r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= capacity
+    return refined
 
 
 # -- enumeration ---------------------------------------------------------------
