@@ -30,6 +30,17 @@ def test_case_directory_has_manifest_tables_and_log(tmp_path, b4):
     assert back.tables["schedule.phases"].equals(b4.schedule.phases)
 
 
+def test_case_with_a_gzip_profile_reads_back(tmp_path):
+    c = toolkit.compile("mlp-small-repeat", options={"row_block": 36})
+    case = write_case(c, tmp_path / "mlp-small-repeat", profile=c.profile, capnp="gzip")
+    assert (case / "profile.capnp.gz").exists() and not (case / "profile.capnp").exists()
+    back = toolkit.load(case)
+    assert back.profile.samples.height == c.profile.samples.height
+    assert read_manifest(case)["cropped_cycles"] > 0
+    with pytest.raises(OptionError, match="capnp='zip' must be one of"):
+        write_case(c, tmp_path / "other", capnp="zip")
+
+
 def test_existing_case_is_not_overwritten_silently(tmp_path, b4):
     write_case(b4, tmp_path / "c")
     with pytest.raises(OptionError, match="already exists; pass overwrite=True"):

@@ -40,10 +40,21 @@ CHECK_SCHEMA = {"case": pl.String, "field": pl.String, "directory": pl.String, "
 WORKLOAD_FIELDS = ("tokens", "width", "hidden", "heads", "head_dim", "batch", "blocks", "fused_qkv")
 
 
+CAPNP_FORMATS = {"plain": "profile.capnp", "gzip": "profile.capnp.gz", "none": None}
+
+
 def write_case(compilation, out: str | Path, *, profile=None, check=None, overwrite: bool = False,
-               extra_log: list[str] | None = None) -> Path:
-    """Write ``compilation`` (and optionally its profile and check result) as a case directory."""
+               capnp: str = "plain", extra_log: list[str] | None = None) -> Path:
+    """Write ``compilation`` (and optionally its profile and check result) as a case directory.
+
+    ``capnp`` chooses the hardware-format copy of the profile: ``plain``
+    (``profile.capnp``), ``gzip`` (``profile.capnp.gz``, for committed cases) or
+    ``none``; the Parquet profile is always written.
+    """
     from toolkit import __version__
+    if capnp not in CAPNP_FORMATS:
+        msg = f"capnp={capnp!r} must be one of {sorted(CAPNP_FORMATS)}"
+        raise OptionError(msg, field="capnp", value=capnp)
     out = Path(out)
     if out.exists() and not overwrite:
         msg = f"case directory {out} already exists; pass overwrite=True (CLI: --overwrite) to replace it"
@@ -55,7 +66,8 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
         cropped = clock = None
         if profile is not None:
             from toolkit.profile import crop, write_capnp, write_parquet
-            write_capnp(profile, tmp / "profile.capnp")
+            if CAPNP_FORMATS[capnp]:
+                write_capnp(profile, tmp / CAPNP_FORMATS[capnp])
             write_parquet(profile, tmp / "profile")
             c = crop(profile)
             cropped, clock = int(c.cropped_cycles), float(profile.clock_hz)
@@ -146,9 +158,12 @@ def load_case(case: str | Path) -> Case:
     if (case / "profile").is_dir():
         from toolkit.profile import read_parquet
         profile = read_parquet(case / "profile")
-    elif (case / "profile.capnp").exists():
+    else:
         from toolkit.profile import read_capnp
-        profile = read_capnp(case / "profile.capnp")
+        for name in ("profile.capnp", "profile.capnp.gz"):
+            if (case / name).exists():
+                profile = read_capnp(case / name)
+                break
     return Case(path=case, manifest=manifest, log=read_log(case), tables=tables, profile=profile)
 
 

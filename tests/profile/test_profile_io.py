@@ -298,3 +298,19 @@ def test_empty_profile_round_trips(tmp_path: Path) -> None:
     q = read_capnp(write_capnp(p, tmp_path / "e.capnp"))
     assert q.samples.height == 0 and crop(q).cropped_cycles == 0
     assert read_profile(write_parquet(p, tmp_path / "e.parquet")).samples.height == 0
+
+
+def test_gzip_capnp_round_trip_and_corruption(tmp_path):
+    from toolkit.errors import FormatError
+    from toolkit.profile import read_capnp, read_profile, synthetic_profile, write_capnp
+
+    p = synthetic_profile(tiles=4, samples_per_tile=5, seed=3)
+    plain = write_capnp(p, tmp_path / "a.capnp")
+    packed = write_capnp(p, tmp_path / "a.capnp.gz")
+    assert packed.stat().st_size < plain.stat().st_size
+    back = read_profile(packed)
+    assert back.samples.equals(read_capnp(plain).samples)
+    bad = tmp_path / "bad.capnp.gz"
+    bad.write_bytes(packed.read_bytes()[:20])
+    with pytest.raises(FormatError, match="bad.capnp.gz: corrupt gzip stream"):
+        read_capnp(bad)

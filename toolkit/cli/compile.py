@@ -49,6 +49,7 @@ def compile_cmd(
     target_file: Path | None = typer.Option(None, "--target", help="JSON/TOML file of target overrides."),
     out: Path | None = typer.Option(None, help="Write a case directory (manifest, tables, profile, log) here."),
     overwrite: bool = typer.Option(False, help="Replace an existing case directory."),
+    capnp: str = typer.Option("plain", help="Profile copy in the hardware format: plain, gzip or none."),
     check: bool = typer.Option(False, "--check", help="Run the functional check and record max_abs_error."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -70,7 +71,7 @@ def compile_cmd(
             c = toolkit.compile(graph, target=target, options=options, progress=progress)
         profile, result = c.profile, c.check
         if out is not None:
-            write_case(c, out, profile=profile, check=result, overwrite=overwrite)
+            write_case(c, out, profile=profile, check=result, overwrite=overwrite, capnp=capnp)
     except ToolkitError as exc:
         fail(exc)
     summary = c.summary()

@@ -17,7 +17,9 @@ lists, steps, activity and metadata lists, then each distinct text once
 from __future__ import annotations
 
 import functools
+import gzip
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ SCHEMA_DIR = Path(__file__).resolve().parent
 WRITE_VERSION = 5
 KIND_SINCE = {"exchange": 1, "compute": 1, "synchronization": 3, "idle": 3}
 ACTIVITY_SINCE = {"send": 4, "receive": 4, "partnerBusy": 5}
+
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @functools.cache
@@ -87,6 +92,11 @@ def read_capnp(path: str | os.PathLike[str]) -> Profile:
     except OSError as exc:
         msg = f"cannot read the profile ({exc.strerror or exc})"
         raise FormatError(msg, file=file) from None
+    if data[:2] == GZIP_MAGIC:  # a gzip-compressed message (``.capnp.gz``)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise FormatError(f"corrupt gzip stream ({exc})", file=file, offset=0) from None
     w = Wire(data, file)
     if w.seg_end[0] == w.seg_start[0]:
         w.fail("the first segment is empty: there is no root pointer", offset=0)
@@ -205,9 +215,14 @@ def _read_activities(w: Wire, st, stdw, stpw, tile, within, sample_where, versio
 
 # -- writing ------------------------------------------------------------------
 def write_capnp(profile: Profile, path: str | os.PathLike[str]) -> Path:
-    """Write ``profile`` as a schema-version-5 Cap'n Proto message, atomically (temporary file, then rename)."""
+    """Write ``profile`` as a schema-version-5 Cap'n Proto message, atomically (temporary file, then rename).
+
+    A path ending in ``.gz`` gets the same message gzip-compressed (``read_capnp`` reads both).
+    """
     data = encode(profile)
     out = Path(path)
+    if out.suffix.lower() == ".gz":
+        data = gzip.compress(data, compresslevel=9, mtime=0)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(data)

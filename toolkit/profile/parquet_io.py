@@ -39,11 +39,11 @@ FRAMES = {"samples": tables.SAMPLES_SCHEMA, "activities": tables.ACTIVITIES_SCHE
 def read_profile(path: str | os.PathLike[str]) -> Profile:
     """Read a profile: a ``.capnp`` file (hardware format, versions 1..5) or a Parquet profile directory."""
     p = Path(path)
-    if p.suffix.lower() == ".capnp":
+    if p.suffix.lower() == ".capnp" or p.name.lower().endswith(".capnp.gz"):
         return read_capnp(p)
     if p.suffix.lower() == ".parquet" or (p / ATTRIBUTES).is_file():
         return read_parquet(p)
-    msg = f"unknown profile suffix {p.suffix!r}; expected a .capnp file or a .parquet profile directory"
+    msg = f"unknown profile suffix {p.suffix!r}; expected a .capnp (or .capnp.gz) file or a .parquet profile directory"
     raise FormatError(msg, file=str(path), field="suffix", value=p.suffix)
 
 
