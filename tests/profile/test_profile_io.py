@@ -312,5 +312,5 @@ def test_gzip_capnp_round_trip_and_corruption(tmp_path):
     assert back.samples.equals(read_capnp(plain).samples)
     bad = tmp_path / "bad.capnp.gz"
     bad.write_bytes(packed.read_bytes()[:20])
-    with pytest.raises(FormatError, match="bad.capnp.gz: corrupt gzip stream"):
+    with pytest.raises(FormatError, match=r"bad\.capnp\.gz: corrupt gzip stream"):
         read_capnp(bad)
