@@ -6,15 +6,18 @@ Every compiler stage is a pure function returning polars DataFrames; see
 
 from toolkit import target
 from toolkit.artifacts import load_case as load
+from toolkit.check import CheckResult, check  # the function shadows its module as an attribute: toolkit.check(c)
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
 from toolkit.graph import Graph, Workload, build_graph, workloads
 from toolkit.options import Options
 from toolkit.pipeline import Compilation, compile
+from toolkit.simulate import roofline, simulate
 from toolkit.target import Target, ipu21, load_target
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CheckResult",
     "Compilation",
     "FormatError",
     "Graph",
@@ -28,10 +31,13 @@ __all__ = [
     "Workload",
     "__version__",
     "build_graph",
+    "check",
     "compile",
     "ipu21",
     "load",
     "load_target",
+    "roofline",
+    "simulate",
     "target",
     "workloads",
 ]
