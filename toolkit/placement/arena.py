@@ -298,6 +298,19 @@ def _previous_identical(sl, su, size) -> np.ndarray:
     return prev
 
 
+def _static_parts(sl: np.ndarray, su: np.ndarray, crossing: np.ndarray, sections: int) -> np.ndarray:
+    """Flat [lo0, hi0, lo1, hi1, ...] of the time ranges no buffer crosses between (each holds a buffer)."""
+    cuts = np.flatnonzero(crossing[1:sections] == 0) + 1
+    bounds = np.concatenate([[0], cuts, [sections]]).astype(np.int64)
+    starts = np.zeros(sections + 1, np.int64)
+    np.add.at(starts, sl, 1)
+    held = np.add.reduceat(starts[:sections], bounds[:-1]) > 0 if sections else np.zeros(0, bool)
+    keep = np.flatnonzero(held)
+    if keep.size == 0:
+        return np.array([0, sections], np.int64)
+    return np.stack([bounds[:-1][keep], bounds[1:][keep]], axis=1).ravel()
+
+
 def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=None, floors=None):
     """Restarted depth-first search; returns (offsets or None, exhausted, nodes, restarts).
 
@@ -324,6 +337,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     np.add.at(crossing, sl + 1, 1)
     np.add.at(crossing, su, -1)
     crossing = np.cumsum(crossing)[: sections + 1]
+    parts = _static_parts(sl, su, crossing, sections)
     nodes = 0
     budget = 2 * n
     restarts = 0
@@ -342,7 +356,9 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
             rank[np.lexsort((noise, *(k // max(int(np.abs(k).max()) // 64, 1) for k in keys)))] = np.arange(n)
         st = np.zeros(7, np.int64)
         frames = np.zeros((n + 2, 6), np.int64)
-        frames[0] = (0, sections, 0, -1, 0, 0)
+        # the root frame is the first independent part; the others wait in the cut buffer
+        frames[0] = (parts[0], parts[1], 0, -1, 0, len(parts) - 2)
+        st[6] = len(parts) - 2
         state = dict(
             m=floor.copy(), placed=np.zeros(n, np.bool_), offsets=np.zeros(n, np.int64),
             seq=np.full(n + 1, -1, np.int64), h=np.zeros(sections, np.int64), rem=live.copy(),
@@ -351,6 +367,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
             hundo_ptr=np.zeros(n + 1, np.int64), cutbuf=np.zeros(4 * (sections + n) + 8, np.int64),
             cut_ptr=np.zeros(n + 1, np.int64), hatless=np.zeros(n + 1, np.bool_),
         )
+        state["cutbuf"][: len(parts) - 2] = parts[2:]
         spent = 0
         status = K.RUNNING
         while status == K.RUNNING and spent < budget and time.perf_counter() < deadline:
