@@ -28,7 +28,7 @@ IDS = pl.List(pl.Int32)
 WORKLOADS_SCHEMA: Schema = {
     "name": STR, "kind": STR, "tokens": BIG, "width": BIG, "hidden": BIG,
     "heads": BIG, "head_dim": BIG, "batch": BIG, "blocks": BIG,
-    "fused_qkv": pl.Boolean, "compute_tiles": BIG, "description": STR,
+    "fused_qkv": pl.Boolean, "search_qkv": pl.Boolean, "compute_tiles": BIG, "description": STR,
 }
 OPS_SCHEMA: Schema = {
     "op_id": ID, "name": STR, "kind": STR, "block": STR, "inputs": IDS, "output": ID,
@@ -53,7 +53,8 @@ ELEMENTS_SCHEMA: Schema = {
 OBJECTS_SCHEMA: Schema = {
     "object_id": BIG,       # unique over the compilation
     "tile": ID,
-    "kind": STR,            # weight activation staging code exchange_rows run_table host_state support argument_record
+    "kind": STR,            # weight activation staging code exchange_rows run_table host_state support
+                            # argument_record relocations
     "name": STR,
     "tensor_id": ID,        # null for objects that hold no tensor
     "size_bytes": BIG,

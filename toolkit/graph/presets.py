@@ -31,6 +31,7 @@ class Workload:
     batch: int = 1
     blocks: int = 1
     fused_qkv: bool = False
+    search_qkv: bool = True          # may the layout search try the other QKV form?
     compute_tiles: int | None = None
     description: str = ""
 
@@ -47,8 +48,9 @@ PRESETS: dict[str, Workload] = {w.name: w for w in (
              description="small MLP repeated 3 times on 64 compute tiles"),
     Workload(name="mlp-single-b1", kind="mlp", **_SO400M, batch=1, description="so400m MLP block, batch 1"),
     Workload(name="mlp-single-b4", kind="mlp", **_SO400M, batch=4, description="so400m MLP block, batch 4"),
-    Workload(name="attention-b1", kind="attention", **_SO400M, description="so400m attention, separate QKV"),
-    Workload(name="attention-fused-b1", kind="attention", **_SO400M, fused_qkv=True,
+    Workload(name="attention-b1", kind="attention", **_SO400M, search_qkv=False,
+             description="so400m attention, separate QKV"),
+    Workload(name="attention-fused-b1", kind="attention", **_SO400M, fused_qkv=True, search_qkv=False,
              description="so400m attention, fused QKV"),
     Workload(name="mlp-b2-n3", kind="mlp", **_SO400M, batch=2, blocks=3, description="so400m MLP, batch 2, 3 blocks"),
     Workload(name="encoder-b8", kind="encoder", **_SO400M, batch=8,

@@ -162,9 +162,15 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
 
 # -- enumeration ---------------------------------------------------------------
 def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
+    """The graph in each QKV form searched: both where the graph allows, unless pinned or fixed by the workload.
+
+    A workload whose name fixes its QKV form (``search_qkv=False``, e.g. the
+    attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
+    """
     fused_now = bool(graph.params.get("fused_qkv", False))
     has_attention = graph.params.get("kind") in ("attention", "encoder")
-    searched = [False, True] if has_attention else [fused_now]
+    searchable = has_attention and graph.params.get("search_qkv", True)
+    searched = [False, True] if searchable else [fused_now]
     choices = searched if options.fused_qkv is None else [options.fused_qkv]
     out = {}
     for f in choices:
@@ -172,6 +178,7 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
             out[f] = graph
         else:
             fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
+            fields.setdefault("name", graph.name)
             out[f] = build_graph(Workload(**{**fields, "fused_qkv": f}))
     return out
 
