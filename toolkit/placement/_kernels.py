@@ -273,9 +273,26 @@ def _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, place
 
 
 @njit(cache=True)
+def _stacks_fit(lo, hi, oi, h, rem, capacity):  # pragma: no cover - compiled
+    """Every section's remaining bytes fit above its placed top and the canonical floor ``oi``."""
+    for s in range(lo, hi):
+        r = rem[s]
+        if r > 0:
+            f = h[s]
+            if f < oi:
+                f = oi
+            if f + r > capacity:
+                return False
+    return True
+
+
+@njit(cache=True)
 def _feasible(lo, hi, oi, sl, su, size, cap, capacity, m, placed, h, rem, fmin):  # pragma: no cover
     """Section inference over the frame: every remaining buffer and every section's stack must fit."""
     n = size.shape[0]
+    # cheap pass first (placed tops and the canonical floor only): most rejected placements fail here
+    if not _stacks_fit(lo, hi, oi, h, rem, capacity):
+        return False
     for s in range(lo, hi):
         fmin[s] = capacity
     for j in range(n):
