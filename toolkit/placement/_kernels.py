@@ -18,8 +18,9 @@ Three kernels:
   order, each at the top of the highest placed buffer it overlaps). Prunes
   when some remaining buffer, or the stack of remaining buffers live in some
   section, cannot fit below the capacity. Identical buffers are placed in index
-  order only. Called repeatedly with a node budget so Python can enforce the
-  time limit.
+  order only. "Hatless" pruning: when the buffer just tried had no unplaced
+  buffer overlapping it, none of its siblings is tried after it fails. Called
+  repeatedly with a node budget so Python can enforce the time limit.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ is live over the half-open interval ``[lower[i], upper[i])`` and needs
 and a "lowest next" skyline pass with several tie-breaks) and keeps the best;
 when that does not fit the capacity it runs a bounded exact search in the
 spirit of MiniMalloc (canonical offset-ordered branching, section inference,
-identical-buffer symmetry breaking, restarts over tie-break orders) until the
+dominance, hatless pruning, identical-buffer symmetry breaking, static and
+dynamic temporal decomposition, restarts over tie-break orders) until the
 time limit. The lower bound is the largest number of bytes live at one time;
 infeasibility is proven when that bound exceeds the capacity, when one buffer
 alone exceeds it, or when the search space is exhausted.
