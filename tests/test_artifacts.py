@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -76,3 +77,14 @@ def test_check_flags_a_directory_named_for_another_workload(tmp_path):
     assert "directory is named for a different preset" in problems["problem"].to_list()[0]
     m = json.loads((tmp_path / "mlp-single-b4" / "manifest.json").read_text())
     assert m["workload"] == "mlp-small-repeat"
+
+
+def test_committed_joint_placement_cases_are_consistent():
+    root = Path(__file__).resolve().parents[1] / "artifacts"
+    assert check_artifacts(root).height == 0
+    cases = sorted(p.name for p in (root / "joint-placement").iterdir() if p.is_dir())
+    assert cases == ["attention-b1", "attention-fused-b1", "mlp-b2-n3", "mlp-single-b1", "mlp-single-b4",
+                     "mlp-small-repeat"]
+    small = toolkit.load(root / "joint-placement" / "mlp-small-repeat")
+    assert small.manifest["max_abs_error"] < 0.05 and small.manifest["cropped_cycles"] > 0
+    assert small.profile is not None and small.profile.source == "simulated"
