@@ -11,6 +11,7 @@ in bulk, the rectangular pieces that move from a producer layout to a need.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,15 +90,19 @@ def block_bounds(extent: int, block: int) -> np.ndarray:
     return np.append(np.arange(0, extent, block, dtype=np.int64), np.int64(extent))
 
 
+@functools.cache
 def segmented_bounds(segments: int, extent: int, block: int) -> np.ndarray:
     """``segments`` consecutive runs of ``extent`` elements, each cut into ``block`` chunks.
 
     Used for batch-folded rows: images of 729 tokens cut into row blocks that
-    never straddle two images.
+    never straddle two images. Cached (the search asks for the same few many
+    times); the result is read-only.
     """
     one = block_bounds(extent, block)
     starts = (np.arange(segments, dtype=np.int64) * extent)[:, None]
-    return np.unique((starts + one[None, :]).ravel())
+    out = np.unique((starts + one[None, :]).ravel())
+    out.flags.writeable = False
+    return out
 
 
 def spread(cells: int, tiles: int, base: int = 0) -> np.ndarray:

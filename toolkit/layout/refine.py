@@ -82,8 +82,9 @@ def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int
     recv += np.bincount(idx[remote], weights=size[remote], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
     frags += np.bincount(idx[remote], minlength=n_w * tiles).reshape(n_w, tiles)
     # a multicast piece leaves its source once
+    # route() emits the replicas of one piece on consecutive rows, so a piece's first remote row starts a run
     key = (pieces["src_chunk"][keep] * (need.tiles.size + 1) + pieces["dst_chunk"][keep])[remote]
-    _, first = np.unique(key, return_index=True)
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
     sidx = (w[remote] * tiles + s_tile[remote])[first]
     send += np.bincount(sidx, weights=size[remote][first], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
     sends += np.bincount(sidx, minlength=n_w * tiles).reshape(n_w, tiles)

@@ -150,8 +150,7 @@ class Program:
             run_start = np.maximum.accumulate(np.where(~same, np.arange(len(order)), 0))
             occurrence = np.empty(len(order), dtype=np.int64)
             occurrence[order] = np.arange(len(order)) - run_start
-            _, tid = np.unique(np.stack([key, occurrence]), axis=1, return_inverse=True)
-            tid = tid.ravel()
+            _, tid = np.unique(key * (int(occurrence.max()) + 1) + occurrence, return_inverse=True)
             tid = tid + self.transfer_count
             self.transfer_count = int(tid.max()) + 1
             self.transfers.add(len(remote), transfer_id=tid, phase=xphase, source=pieces["src_tile"][remote],
