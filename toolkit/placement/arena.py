@@ -34,7 +34,7 @@ SEARCH_SLICE = 20_000
 GREEDY_LARGE = 20_000
 FIRST_FIT_MAX = 20_000
 #: how many tie-break orders the search restarts cycle through
-SEARCH_HEURISTICS = 5
+SEARCH_HEURISTICS = 7
 #: shuffled-tie orders added to every round of restarts
 SEARCH_SHUFFLED = 2
 
@@ -189,7 +189,8 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
     """Tie-break orders (rank 0 tried first) used by the skyline pass and the search restarts.
 
     W = lifetime length, A = area (size x length), T = the largest total of live
-    bytes over the buffer's sections, Z = size, S = start. "LZR" puts buffers
+    bytes over the buffer's sections, Z = size, S = start, C = number of
+    sections spanned (lifetime in distinct endpoints, not in time). "LZR" puts buffers
     live over at least half of all sections first (long-lived ones belong at the
     bottom, not on top of the peak), then the largest, latest-starting first.
     The search restarts use the first SEARCH_HEURISTICS only.
@@ -202,6 +203,8 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
         "WAT": np.lexsort((idx, -total, -area, -width)),
         "TAW": np.lexsort((idx, -width, -area, -total)),
         "TWA": np.lexsort((idx, -area, -width, -total)),
+        "TCZ": np.lexsort((idx, -size, -(su - sl), -total)),
+        "CA": np.lexsort((idx, -area, -(su - sl))),
         "ZW": np.lexsort((idx, -width, -size)),
         "SZ": np.lexsort((idx, -size, lower)),
         "LZR": np.lexsort((idx, -lower, -size, 2 * (su - sl) < sections)),
