@@ -34,7 +34,7 @@ SEARCH_SLICE = 20_000
 GREEDY_LARGE = 20_000
 FIRST_FIT_MAX = 20_000
 #: how many tie-break orders the search restarts cycle through
-SEARCH_HEURISTICS = 7
+SEARCH_HEURISTICS = 8
 #: shuffled-tie orders added to every round of restarts
 SEARCH_SHUFFLED = 2
 
@@ -190,7 +190,8 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
 
     W = lifetime length, A = area (size x length), T = the largest total of live
     bytes over the buffer's sections, Z = size, S = start, C = number of
-    sections spanned (lifetime in distinct endpoints, not in time). "LZR" puts buffers
+    sections spanned (lifetime in distinct endpoints, not in time), O = number
+    of buffers overlapping in time. "LZR" puts buffers
     live over at least half of all sections first (long-lived ones belong at the
     bottom, not on top of the peak), then the largest, latest-starting first.
     The search restarts use the first SEARCH_HEURISTICS only.
@@ -205,6 +206,7 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
         "TWA": np.lexsort((idx, -area, -width, -total)),
         "TCZ": np.lexsort((idx, -size, -(su - sl), -total)),
         "CA": np.lexsort((idx, -area, -(su - sl))),
+        "TO": np.lexsort((idx, -_overlap_counts(sl, su), -total)),
         "ZW": np.lexsort((idx, -width, -size)),
         "SZ": np.lexsort((idx, -size, lower)),
         "LZR": np.lexsort((idx, -lower, -size, 2 * (su - sl) < sections)),
@@ -215,6 +217,15 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
         rank[order] = np.arange(len(size))
         out.append((name, rank))
     return out
+
+
+def _overlap_counts(sl: np.ndarray, su: np.ndarray) -> np.ndarray:
+    """Per buffer, how many other buffers share a section with it."""
+    ends = np.sort(su)
+    starts = np.sort(sl)
+    before = np.searchsorted(ends, sl, side="right")
+    after = len(sl) - np.searchsorted(starts, su, side="left")
+    return len(sl) - before - after - 1
 
 
 def _max_section_total(sl, su, size, sections) -> np.ndarray:
