@@ -133,3 +133,12 @@ def test_long_lived_first_order_ranks_long_buffers_first():
     sl, su, sections = _sections(lo, up)
     rank = dict(_ranks(sl, su, size, lo, up, sections))["LZR"]
     assert np.argsort(rank).tolist() == [4, 0, 1, 3, 2]
+
+
+def test_overlap_counts_match_the_adjacency():
+    from toolkit.placement.arena import _adjacency, _overlap_counts
+
+    rng = np.random.default_rng(3)
+    sl = rng.integers(0, 30, 200)
+    su = sl + rng.integers(1, 10, 200)
+    assert (np.diff(_adjacency(sl, su)[0]) == _overlap_counts(sl, su)).all()
