@@ -66,28 +66,34 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
            recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, target: Target) -> None:
     pieces = route(src, need)
-    slot = pieces["dst_chunk"] * need.replicas + pieces["replica"]
-    cells = need.cells.ravel()[slot]
-    keep = (pieces["dst_tile"] >= 0) & (cells >= 0)
-    w = waves[cells[keep]]
-    size = ((pieces["g1"] - pieces["g0"]) * (pieces["r1"] - pieces["r0"]) * (pieces["c1"] - pieces["c0"]))[keep]
-    size = size * nbytes
-    s_tile, d_tile = pieces["src_tile"][keep], pieces["dst_tile"][keep]
+    cells = need.cells.ravel()[pieces["dst_chunk"] * need.replicas + pieces["replica"]]
+    k = np.flatnonzero((pieces["dst_tile"] >= 0) & (cells >= 0))
+    w = waves[cells[k]]
+    s_tile, d_tile = pieces["src_tile"][k], pieces["dst_tile"][k]
+    size = ((pieces["g1"][k] - pieces["g0"][k]) * (pieces["r1"][k] - pieces["r0"][k])
+            * (pieces["c1"][k] - pieces["c0"][k]) * nbytes)
     local = s_tile == d_tile
     n_w = send.shape[0]
-    idx = w * tiles + d_tile
-    copies += np.bincount(idx[local], weights=copy_cycles(size[local], target),
-                          minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
-    remote = ~local
-    recv += np.bincount(idx[remote], weights=size[remote], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
-    frags += np.bincount(idx[remote], minlength=n_w * tiles).reshape(n_w, tiles)
-    # a multicast piece leaves its source once
-    # route() emits the replicas of one piece on consecutive rows, so a piece's first remote row starts a run
-    key = (pieces["src_chunk"][keep] * (need.tiles.size + 1) + pieces["dst_chunk"][keep])[remote]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, dtype=np.int64)
-    sidx = (w[remote] * tiles + s_tile[remote])[first]
-    send += np.bincount(sidx, weights=size[remote][first], minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64)
-    sends += np.bincount(sidx, minlength=n_w * tiles).reshape(n_w, tiles)
+    cells_n = n_w * tiles
+    li = np.flatnonzero(local)
+    if len(li):
+        copies += np.bincount(w[li] * tiles + d_tile[li], weights=copy_cycles(size[li], target),
+                              minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
+    ri = np.flatnonzero(~local)
+    if not len(ri):
+        return
+    w_r, size_r = w[ri], size[ri]
+    idx = w_r * tiles + d_tile[ri]
+    recv += np.bincount(idx, weights=size_r, minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
+    frags += np.bincount(idx, minlength=cells_n).reshape(n_w, tiles)
+    # a multicast piece leaves its source once; route() emits the replicas of one piece on consecutive
+    # rows, so a piece's first remote row starts a run of equal keys
+    kr = k[ri]
+    key = pieces["src_chunk"][kr] * (need.tiles.size + 1) + pieces["dst_chunk"][kr]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sidx = w_r[first] * tiles + s_tile[ri][first]
+    send += np.bincount(sidx, weights=size_r[first], minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
+    sends += np.bincount(sidx, minlength=cells_n).reshape(n_w, tiles)
 
 
 __all__ = ["OpPlan", "refine"]
