@@ -26,14 +26,13 @@ renames it, so a failed write leaves nothing half-written.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from toolkit.errors import FormatError
+from toolkit.files import atomic_write
 from toolkit.target import Target
 
 DUMP_VERSION = 1
@@ -94,7 +93,7 @@ def write_placement_dump(images: pl.DataFrame, path: str | Path, target: Target)
     head = json.dumps({"schema_version": DUMP_VERSION, "start": target.memory_start, "end": target.load_limit,
                        "labels": labels.to_list()})
     body = tiles.write_json() if tiles.height else "[]"
-    return _atomic(Path(path), lambda tmp: tmp.write_text(head[:-1] + ', "tiles": ' + body + "}"))
+    return atomic_write(Path(path), lambda tmp: tmp.write_text(head[:-1] + ', "tiles": ' + body + "}"))
 
 
 def read_placement_dump(path: str | Path) -> pl.DataFrame:
@@ -134,15 +133,7 @@ def read_placement_dump(path: str | Path) -> pl.DataFrame:
 
 def write_images_parquet(images: pl.DataFrame, path: str | Path) -> Path:
     """Write an images frame as Parquet (atomically); returns the path."""
-    return _atomic(Path(path), lambda tmp: images.write_parquet(tmp))
+    return atomic_write(Path(path), lambda tmp: images.write_parquet(tmp))
 
 
-def _atomic(path: Path, write: Callable[[Path], object]) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import polars as pl
 
 from toolkit.errors import FormatError
+from toolkit.files import atomic_write
 
 COLUMNS = ("id", "lower", "upper", "size")
 
@@ -50,10 +50,4 @@ def read_arena_csv(path: str | Path) -> pl.DataFrame:
 
 def write_arena_csv(df: pl.DataFrame, path: str | Path) -> None:
     """Write atomically: a temporary file beside ``path``, then rename."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        df.write_csv(tmp)
-        tmp.replace(p)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(path, df.write_csv)

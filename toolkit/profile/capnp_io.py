@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from toolkit import tables
 from toolkit.errors import FormatError
+from toolkit.files import atomic_write
 from toolkit.profile import wire
 from toolkit.profile.model import DEFAULT_CLOCK_HZ, SCHEMA_VERSIONS, Profile, validate
 from toolkit.profile.wire import Wire
@@ -223,13 +224,7 @@ def write_capnp(profile: Profile, path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     if out.suffix.lower() == ".gz":
         data = gzip.compress(data, compresslevel=9, mtime=0)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return atomic_write(out, lambda tmp: tmp.write_bytes(data))
 
 
 def encode(profile: Profile) -> bytes:

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.files import atomic_write
 from toolkit.profile.crop import Crop, crop
 from toolkit.profile.model import WRAP, Profile
 
@@ -59,12 +60,7 @@ def export_perfetto(profile: Profile, out: str | os.PathLike[str], max_events_pe
             if body.height:
                 parts.append(body.write_json()[1:-1])
         text = '{"displayTimeUnit":"ns","traceEvents":[\n' + ",\n".join(parts) + "\n]}\n"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text)
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(path, lambda tmp, text=text: tmp.write_text(text))
     return paths
 
 
