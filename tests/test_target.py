@@ -47,7 +47,7 @@ def test_overlapping_elements_rejected():
 
 def test_elements_must_cover_memory():
     els = list(ipu21().memory_elements)[:-1]
-    with pytest.raises(OptionError, match="must cover 0x4c000..0xe8000"):
+    with pytest.raises(OptionError, match=r"must cover 0x4c000\.\.0xe8000"):
         ipu21().replace(memory_elements=els)
 
 

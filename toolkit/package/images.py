@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import InvalidIRError
+from toolkit.intervals import overlapping_pairs
 from toolkit.package.size import Package, combine, fnv
 from toolkit.target import Target
 
@@ -108,7 +109,7 @@ def verify_package(images: pl.DataFrame, target: Target) -> None:
     oid = img["object_id"].to_numpy()
     root = np.where(img["alias_of"].is_null().to_numpy(), oid, img["alias_of"].fill_null(0).to_numpy())
     live = size > 0
-    i, j = _sweep(tile, np.where(live, addr, 0), np.where(live, end, 0))
+    i, j = overlapping_pairs(tile, np.where(live, addr, 0), np.where(live, end, 0))
     together = (first[i] <= last[j]) & (first[j] <= last[i])
     bad = (together | execu[i] | execu[j]) & (root[i] != root[j])
     _pairs_fail(img, i[bad], j[bad], "two segments share bytes while both live (code shares bytes with nothing)")
@@ -116,27 +117,9 @@ def verify_package(images: pl.DataFrame, target: Target) -> None:
         g = target.instruction_element_bytes
         lo = np.where(execu, addr // g * g, addr)
         hi = np.where(execu, -(-end // g) * g, end)
-        i, j = _sweep(tile, np.where(live, lo, 0), np.where(live, hi, 0))
+        i, j = overlapping_pairs(tile, np.where(live, lo, 0), np.where(live, hi, 0))
         bad = (execu[i] != execu[j]) & (first[i] <= last[j]) & (first[j] <= last[i])
         _pairs_fail(img, i[bad], j[bad], "a data segment shares an instruction element with live code")
-
-
-def _sweep(tile: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All pairs (i, j) on one tile whose [start, end) ranges intersect, compared k apart for k = 1, 2, ..."""
-    order = np.lexsort((start, tile))
-    t, s, e = tile[order], start[order], end[order]
-    pi, pj = [], []
-    n = len(order)
-    for k in range(1, n):  # sorted by start: a pair k + 1 apart intersects only if the pair k apart does
-        i = np.arange(n - k)
-        hit = (t[i] == t[i + k]) & (s[i + k] < e[i])
-        if not hit.any():
-            break
-        pi.append(order[i[hit]])
-        pj.append(order[i[hit] + k])
-    if not pi:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(pi), np.concatenate(pj)
 
 
 def _fail_if(img: pl.DataFrame, mask: np.ndarray, what: str) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import InvalidIRError
+from toolkit.intervals import overlapping_pairs
 from toolkit.tables import OBJECTS_SCHEMA
 from toolkit.target import Target
 
@@ -91,24 +92,6 @@ def _check_strides(got: pl.DataFrame, target: Target, region: np.ndarray, el: pl
     _fail_if(got, bad, "repeat stride below the aligned size, misaligned, or not whole elements when separated")
 
 
-def _sweep(tile, start, end) -> tuple[np.ndarray, np.ndarray]:
-    """All pairs (i, j) on one tile whose address ranges intersect (indices into the inputs)."""
-    order = np.lexsort((start, tile))
-    t, s, e = tile[order], start[order], end[order]
-    pi, pj = [], []
-    n = len(order)
-    for k in range(1, n):
-        i = np.arange(n - k)
-        hit = (t[i] == t[i + k]) & (s[i + k] < e[i])
-        if not hit.any():
-            break
-        pi.append(order[i[hit]])
-        pj.append(order[i[hit] + k])
-    if not pi:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(pi), np.concatenate(pj)
-
-
 def _check_overlaps(got: pl.DataFrame, addr, extent, execu, target: Target) -> None:
     tile = got["tile"].to_numpy()
     first = got["first"].to_numpy()
@@ -118,7 +101,7 @@ def _check_overlaps(got: pl.DataFrame, addr, extent, execu, target: Target) -> N
     alias = got["alias_of"].to_numpy()
     root = np.where(got["alias_of"].is_null().to_numpy(), oid, np.nan_to_num(alias.astype(float)).astype(np.int64))
     live = (extent > 0)
-    i, j = _sweep(tile, np.where(live, addr, 0), np.where(live, addr + extent, 0))
+    i, j = overlapping_pairs(tile, np.where(live, addr, 0), np.where(live, addr + extent, 0))
     together = (first[i] <= last[j]) & (first[j] <= last[i])
     never = aux[i] != aux[j]
     bad = (together | never) & (root[i] != root[j])
@@ -128,7 +111,7 @@ def _check_overlaps(got: pl.DataFrame, addr, extent, execu, target: Target) -> N
         g = target.instruction_element_bytes
         lo = np.where(execu, addr // g * g, addr)
         hi = np.where(execu, -(-(addr + extent) // g) * g, addr + extent)
-        i, j = _sweep(tile, lo, hi)
+        i, j = overlapping_pairs(tile, lo, hi)
         bad = (execu[i] != execu[j]) & (first[i] <= last[j]) & (first[j] <= last[i])
         _pairs_fail(got, i[bad], j[bad], "data shares an instruction element with a live executable object")
 
