@@ -118,7 +118,7 @@ def homes(n_rows: int, tiles: int) -> np.ndarray:
     return (tiles - n_rows + np.arange(n_rows)).astype(np.int32)
 
 
-def _overlaps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def chunk_overlaps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pairs (i, j) of overlapping chunks of two partitions of one dimension, with the overlap [lo, hi)."""
     lo = np.maximum(a[:-1, None], b[None, :-1])
     hi = np.minimum(a[1:, None], b[None, 1:])
@@ -135,7 +135,7 @@ def route(src: Layout, dst: Layout) -> dict[str, np.ndarray]:
     if src.shape != dst.shape:
         msg = f"cannot route between layouts of shapes {src.shape} and {dst.shape}"
         raise InvalidIRError(msg)
-    per_dim = [_overlaps(a, b) for a, b in zip(src.bounds, dst.bounds, strict=True)]
+    per_dim = [chunk_overlaps(a, b) for a, b in zip(src.bounds, dst.bounds, strict=True)]
     n = [len(p[0]) for p in per_dim]
     ig, ir, ic = (a.ravel() for a in np.meshgrid(np.arange(n[0]), np.arange(n[1]), np.arange(n[2]), indexing="ij"))
     (gs, gd, g0, g1), (rs, rd, r0, r1), (cs, cd, c0, c1) = per_dim

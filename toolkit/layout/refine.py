@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.layout.cost import copy_cycles, exchange_cycles
-from toolkit.layout.layout import Layout, route
+from toolkit.errors import InvalidIRError
+from toolkit.layout._kernels import count_routes
+from toolkit.layout.cost import exchange_cycles
+from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
 from toolkit.layout.screen import DTYPE_BYTES, op_estimate
 from toolkit.target import Target
@@ -65,35 +67,18 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
            recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, target: Target) -> None:
-    pieces = route(src, need)
-    cells = need.cells.ravel()[pieces["dst_chunk"] * need.replicas + pieces["replica"]]
-    k = np.flatnonzero((pieces["dst_tile"] >= 0) & (cells >= 0))
-    w = waves[cells[k]]
-    s_tile, d_tile = pieces["src_tile"][k], pieces["dst_tile"][k]
-    size = ((pieces["g1"][k] - pieces["g0"][k]) * (pieces["r1"][k] - pieces["r0"][k])
-            * (pieces["c1"][k] - pieces["c0"][k]) * nbytes)
-    local = s_tile == d_tile
-    n_w = send.shape[0]
-    cells_n = n_w * tiles
-    li = np.flatnonzero(local)
-    if len(li):
-        copies += np.bincount(w[li] * tiles + d_tile[li], weights=copy_cycles(size[li], target),
-                              minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
-    ri = np.flatnonzero(~local)
-    if not len(ri):
-        return
-    w_r, size_r = w[ri], size[ri]
-    idx = w_r * tiles + d_tile[ri]
-    recv += np.bincount(idx, weights=size_r, minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
-    frags += np.bincount(idx, minlength=cells_n).reshape(n_w, tiles)
-    # a multicast piece leaves its source once; route() emits the replicas of one piece on consecutive
-    # rows, so a piece's first remote row starts a run of equal keys
-    kr = k[ri]
-    key = pieces["src_chunk"][kr] * (need.tiles.size + 1) + pieces["dst_chunk"][kr]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    sidx = w_r[first] * tiles + s_tile[ri][first]
-    send += np.bincount(sidx, weights=size_r[first], minlength=cells_n).reshape(n_w, tiles).astype(np.int64)
-    sends += np.bincount(sidx, minlength=cells_n).reshape(n_w, tiles)
+    """Add the pieces ``route(src, need)`` would give to the per (wave, tile) counters, without building them."""
+    if src.shape != need.shape:
+        msg = f"cannot route between layouts of shapes {src.shape} and {need.shape}"
+        raise InvalidIRError(msg)
+    (gs, gd, g0, g1), (rs, rd, r0, r1), (cs, cd, c0, c1) = (
+        chunk_overlaps(a, b) for a, b in zip(src.bounds, need.bounds, strict=True))
+    count_routes(gs, gd, g1 - g0, rs, rd, r1 - r0, cs, cd, c1 - c0, np.asarray(src.counts, dtype=np.int64),
+                 np.asarray(need.counts, dtype=np.int64), src.tiles.reshape(-1, src.replicas)[:, 0].astype(np.int64),
+                 need.tiles.reshape(-1, need.replicas).astype(np.int64),
+                 need.cells.reshape(-1, need.replicas).astype(np.int64), waves.astype(np.int64), nbytes,
+                 target.costs.local_copy_cycles, target.costs.load_bytes_per_cycle_standard,
+                 send, recv, frags, sends, copies)
 
 
 __all__ = ["OpPlan", "refine"]

@@ -35,9 +35,16 @@ def region1_bytes(target: Target) -> int:
 
 
 def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
-           cache: dict) -> dict:
-    """Estimates of one candidate: cycles, launches, per-tile peak bytes, feasibility and the reason."""
-    compute = exchange = syncs = launches = phases = bodies = panel = 0
+           cache: dict, classes: tuple[str, ...] | None = None) -> dict[str, dict]:
+    """Estimates of one candidate per weight class: cycles, launches, per-tile peak bytes, feasibility and reason.
+
+    The classes (default: ``p.weight_class`` alone) share every transfer and
+    byte count; only the AMP feed term and the interleaved checks differ, so
+    they are screened in one pass. Returns ``{weight_class: estimates}``.
+    """
+    classes = classes or (p.weight_class,)
+    compute = dict.fromkeys(classes, 0)
+    exchange = syncs = launches = phases = bodies = panel = 0
     weights = np.zeros(tiles, dtype=np.int64)
     inter = np.zeros(tiles, dtype=np.int64)
     transient = np.zeros(tiles, dtype=np.int64)
@@ -48,7 +55,8 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         e = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache)
         producer[op["output"]] = op
         kernels.add(e["kernel"])
-        compute += e["compute"][p.weight_class]
+        for cls in classes:
+            compute[cls] += e["compute"][cls]
         exchange += e["exchange"]
         syncs += e["syncs"]
         launches += e["launches"]
@@ -56,11 +64,13 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         panel = max(panel, e["panel"])
         bodies += 3
         weights += e["weights"]
-        if p.weight_class == "interleaved":
-            inter += e["inter"]
-        op_bytes = sum((live_out[t] for t in op["inputs"] if t in live_out), np.zeros(tiles, dtype=np.int64))
+        inter += e["inter"]
+        inputs = [live_out[t] for t in op["inputs"] if t in live_out]
+        op_bytes = e["out"] + e["recv"]
+        for b in inputs:
+            op_bytes = op_bytes + b
         live_out[op["output"]] = e["out"]
-        transient = np.maximum(transient, op_bytes + e["out"] + e["recv"])
+        np.maximum(transient, op_bytes, out=transient)
     support = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES + phases * RUN_ENTRY_BYTES
     staging = target.staging_window_bytes if exchange else 0
     peak = weights + transient + support + staging
@@ -70,26 +80,32 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         t = int(peak.argmax())
         reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
                        f"support {support + staging:,}) > capacity {capacity:,} B")
-    if inter.max() > region1_bytes(target):
-        t = int(inter.argmax())
-        reasons.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
-                       f"{region1_bytes(target):,} B")
     r0 = sum(e.size for e in target.memory_elements if not e.interleaved)
-    room = max(r0, region1_bytes(target) - int(inter.max()))
-    if panel > room:
-        reasons.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
-                       f"interleaved weights); raise inner_split or lower row_block")
     times = max([1, *reps.values()])  # every op sits in the repeated block when the graph repeats
-    compute, exchange, launches = compute * times, exchange * times, launches * times
+    exchange, launches = exchange * times, launches * times
     sync_cycles = syncs * target.costs.sync_cycles * times
     busy = weights + transient > 0
-    return {
-        "tiles_used": int(busy.sum()), "est_compute_cycles": compute, "est_exchange_cycles": exchange,
-        "est_sync_cycles": sync_cycles, "est_cycles": compute + exchange + sync_cycles, "launches": launches,
-        "peak_live_bytes": int(peak.max()), "peak_interleaved_bytes": int(inter.max()),
-        "weight_bytes": int(weights.max()), "support_bytes": int(support + staging),
-        "feasible": not reasons, "reject_reason": "; ".join(reasons) or None,
+    common = {
+        "tiles_used": int(busy.sum()), "est_exchange_cycles": exchange, "est_sync_cycles": sync_cycles,
+        "launches": launches, "peak_live_bytes": int(peak.max()), "weight_bytes": int(weights.max()),
+        "support_bytes": int(support + staging),
     }
+    out = {}
+    for cls in classes:
+        why = list(reasons)
+        peak_inter = int(inter.max()) if cls == "interleaved" else 0
+        if peak_inter > region1_bytes(target):
+            t = int(inter.argmax())
+            why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
+                       f"{region1_bytes(target):,} B")
+        room = max(r0, region1_bytes(target) - peak_inter)
+        if panel > room:
+            why.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
+                       f"interleaved weights); raise inner_split or lower row_block")
+        c = compute[cls] * times
+        out[cls] = {**common, "est_compute_cycles": c, "est_cycles": c + exchange + sync_cycles,
+                    "peak_interleaved_bytes": peak_inter, "feasible": not why, "reject_reason": "; ".join(why) or None}
+    return out
 
 
 def _is_linear(op: dict, tensors: dict) -> bool:

@@ -87,15 +87,16 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
         cache: dict = {("ops", fused): ops}
         capacity = target.load_limit - target.memory_start
+        classes = tuple(_classes(options))
         for base in _enumerate(g, options, tiles):
-            for cls in _classes(options):
-                p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": cls})
-                bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
-                if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
-                    est = _weights_reject(bound, capacity)
-                else:
-                    est = screen(ops, tensors, reps, g.params, p, target, tiles, cache)
-                rows.append({"candidate_id": cid, **_param_cols(p), **est})
+            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0]})
+            bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
+            if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
+                by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
+            else:   # the weight classes share every byte count: one screen for all of them
+                by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
+            for cls in classes:
+                rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls]})
                 cid += 1
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
     cand = cand.with_columns(
