@@ -81,6 +81,31 @@ def test_minimalloc_instance_fits(shared_dir):
     _no_overlap(lo, up, size, res.offsets)
 
 
+def test_minimalloc_instance_i_fits(shared_dir):
+    """I needs the split-off parts re-sorted on what remains (dynamic totals); it was not proven in 60 s before."""
+    import polars as pl
+
+    df = pl.read_csv(shared_dir / "bench/placement/minimalloc/I.1048576.csv")
+    lo, up, size = (df[c].to_numpy() for c in ("lower", "upper", "size"))
+    res = solve_arena(lo, up, size, 1_048_576, time_limit=30)
+    assert res.fits and res.peak <= 1_048_576 and res.stats.method == "search"
+    _no_overlap(lo, up, size, res.offsets)
+
+
+def test_search_prunes_offsets_above_the_largest_stack():
+    """A part whose stacks fill the capacity exactly is solved without wasting a byte (bounded nodes)."""
+    # two towers of 4 equal slabs in two time parts joined by a long thin buffer: zero slack everywhere
+    lo = np.array([0] * 4 + [2] * 4 + [0])
+    up = np.array([2] * 4 + [4] * 4 + [4])
+    size = np.array([3] * 8 + [4])
+    sl, su, sections = _sections(lo, up)
+    found, exhausted, nodes, _ = _search(lo, up, sl, su, size, sections, 16, deadline=time.perf_counter() + 5)
+    assert found is not None and not exhausted and nodes <= 20
+    _no_overlap(lo, up, size, found)
+    found, exhausted, _, _ = _search(lo, up, sl, su, size, sections, 15, deadline=time.perf_counter() + 5)
+    assert found is None and exhausted
+
+
 def _brute_force_min_peak(lo, up, size) -> int:
     """Smallest peak over every order, each buffer resting on the highest overlapping one placed before it.
 

@@ -35,8 +35,9 @@ def test_proven_infeasible_exit_3(tmp_path):
 
 
 def test_not_proven_exit_4(tmp_path, shared_dir):
-    text = (shared_dir / "bench/placement/minimalloc/E.1048576.csv").read_text()
-    res, out = _run(tmp_path, text, "--capacity", "1048576", "--time-limit", "0.3")
+    # D at 1,000,000 B: above its lower bound (986,112 B), not found nor disproven in 0.3 s
+    text = (shared_dir / "bench/placement/minimalloc/D.1048576.csv").read_text()
+    res, out = _run(tmp_path, text, "--capacity", "1000000", "--time-limit", "0.3")
     assert res.exit_code == 4, res.output
     assert not out.exists()
 

@@ -238,16 +238,46 @@ def _undo(d, seq, sl, su, size, m, placed, h, rem, cross, undo_j, undo_v, undo_p
 
 
 @njit(cache=True)
-def _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed):  # pragma: no cover
-    """Next candidate of the frame [lo, hi) after key (ck, cr); returns (buffer or -1, unplaced in frame)."""
+def _bounds(lo, hi, sl, su, size, cap, capacity, m, placed, rem):  # pragma: no cover - compiled
+    """Frame-wide limits on the next offset x: (unplaced count, min height, room, second room, its buffer, limit).
+
+    Placing any buffer at x raises every section's floor to x (canonical order), so
+    x + the largest remaining stack must fit (``limit``), and x + size must fit
+    under its cap for every other remaining buffer (``room``, the smallest
+    cap - size, and ``room2`` for the buffer ``arg`` that has it); with caps <=
+    capacity a candidate beyond either bound fails the section inference.
+    Dominance: nothing goes at or above ``min height`` (the lowest top of a remaining buffer).
+    """
     n = size.shape[0]
     min_height = np.int64(1) << 62
     inside = 0
+    room = np.int64(1) << 62
+    room2 = room
+    arg = -1
     for j in range(n):
         if not placed[j] and sl[j] >= lo and su[j] <= hi:
             inside += 1
             if m[j] + size[j] < min_height:
                 min_height = m[j] + size[j]
+            r = cap[j] - size[j]
+            if r < room:
+                room2 = room
+                room = r
+                arg = j
+            elif r < room2:
+                room2 = r
+    stack = 0
+    for s in range(lo, hi):
+        if rem[s] > stack:
+            stack = rem[s]
+    return inside, min_height, room, room2, arg, capacity - stack
+
+
+@njit(cache=True)
+def _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, capacity, rank, prev_same, m, placed, rem):  # pragma: no cover
+    """Next candidate of the frame [lo, hi) after key (ck, cr); returns (buffer or -1, unplaced in frame)."""
+    n = size.shape[0]
+    inside, min_height, head, head2, arg, limit = _bounds(lo, hi, sl, su, size, cap, capacity, m, placed, rem)
     best = -1
     bk = 0
     br = 0
@@ -262,7 +292,9 @@ def _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, place
         # canonical order within the frame, dominance (no needless gap), capacity
         if mj < o or (mj == o and rj <= orank):
             continue
-        if mj + size[j] > cap[j] or mj >= min_height:
+        if mj + size[j] > cap[j] or mj >= min_height or mj > limit:
+            continue
+        if mj > (head2 if j == arg else head):
             continue
         if mj < ck or (mj == ck and rj <= cr):
             continue
@@ -359,9 +391,52 @@ def _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp):  # pragma: no cover -
 
 
 @njit(cache=True)
+def _rerank(lo, hi, sl, su, placed, rem, keys, dyn, rank, rlog_j, rlog_v, rptr):  # pragma: no cover - compiled
+    """Re-sort the unplaced buffers of [lo, hi) by ``keys`` (row ``dyn`` recomputed from the remaining
+    stacks); old ranks go on the log so a jump back can restore them. Returns the new log pointer."""
+    n = sl.shape[0]
+    nk = keys.shape[0]
+    if nk == 0:
+        return rptr
+    cnt = 0
+    for j in range(n):
+        if not placed[j] and sl[j] >= lo and su[j] <= hi:
+            cnt += 1
+    if cnt < 2 or rptr + cnt > rlog_j.shape[0]:
+        return rptr
+    idx = np.empty(cnt, np.int64)
+    t = 0
+    for j in range(n):
+        if not placed[j] and sl[j] >= lo and su[j] <= hi:
+            idx[t] = j
+            t += 1
+    order = np.arange(cnt)
+    col = np.empty(cnt, np.int64)
+    for r in range(nk - 1, -1, -1):  # least significant key first, each sort stable (ties: index order)
+        for t in range(cnt):
+            j = idx[order[t]]
+            if r == dyn:
+                big = 0
+                for s in range(sl[j], su[j]):
+                    if rem[s] > big:
+                        big = rem[s]
+                col[t] = -big
+            else:
+                col[t] = keys[r, j]
+        order = order[np.argsort(col, kind="mergesort")]
+    for t in range(cnt):
+        j = idx[order[t]]
+        rlog_j[rptr] = j
+        rlog_v[rptr] = rank[j]
+        rptr += 1
+        rank[j] = t
+    return rptr
+
+
+@njit(cache=True)
 def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budget,  # noqa: C901
            m, placed, offset, seq, h, rem, cross, undo_j, undo_v, undo_ptr, hundo, hundo_ptr,
-           frames, cutbuf, cut_ptr, hatless):  # pragma: no cover - compiled
+           frames, cutbuf, cut_ptr, hatless, keys, dyn, rlog_j, rlog_v, rlog_at):  # pragma: no cover - compiled
     """Run at most ``budget`` nodes of the depth-first search; returns the status.
 
     ``st`` holds [depth, nodes, status, uptr, hptr, top frame, cutbuf pointer];
@@ -373,7 +448,7 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
     """
     nsec = h.shape[0]
     fmin = np.empty(nsec, np.int64)
-    d, nodes, uptr, hptr, top, cbp = st[0], st[1], st[3], st[4], st[5], st[6]
+    d, nodes, uptr, hptr, top, cbp, rptr = st[0], st[1], st[3], st[4], st[5], st[6], st[7]
     spent = 0
     status = RUNNING
     while spent < budget:
@@ -401,7 +476,8 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
             best = -1
             inside = 1
         else:
-            best, inside = _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, rank, prev_same, m, placed)
+            best, inside = _pick(lo, hi, o, orank, ck, cr, sl, su, size, cap, capacity, rank, prev_same, m, placed,
+                                 rem)
         if inside == 0:
             # frame complete: continue with the next independent part, or complete the parent
             seq[d] = -1
@@ -434,6 +510,9 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
                 uptr, hptr = _undo(dd, seq, sl, su, size, m, placed, h, rem, cross, undo_j, undo_v, undo_ptr,
                                    hundo, hundo_ptr, uptr, hptr)
                 seq[dd] = -1
+            while rptr > rlog_at[sd]:  # the parent frame's order again
+                rptr -= 1
+                rank[rlog_j[rptr]] = rlog_v[rptr]
             top -= 1
             d = sd
             continue
@@ -470,6 +549,9 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
         if _feasible(lo, hi, oi, sl, su, size, cap, capacity, m, placed, h, rem, fmin):
             nb = _split(i, lo, hi, sl, su, placed, cross, cutbuf, cbp)
             if nb > cbp:
+                # the parts are new problems: order their buffers afresh on what remains (dynamic totals)
+                rlog_at[d] = rptr
+                rptr = _rerank(lo, hi, sl, su, placed, rem, keys, dyn, rank, rlog_j, rlog_v, rptr)
                 top += 1
                 frames[top, F_LO] = cutbuf[cbp]
                 frames[top, F_HI] = cutbuf[cbp + 1]
@@ -481,5 +563,5 @@ def search(st, sl, su, size, cap, rank, prev_same, adj_ptr, adj, capacity, budge
             d += 1
             seq[d] = -1
         # else: stay at depth d; the next loop undoes i and tries the next candidate
-    st[0], st[1], st[2], st[3], st[4], st[5], st[6] = d, nodes, status, uptr, hptr, top, cbp
+    st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7] = d, nodes, status, uptr, hptr, top, cbp, rptr
     return status

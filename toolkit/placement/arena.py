@@ -196,27 +196,37 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
     bottom, not on top of the peak), then the largest, latest-starting first.
     The search restarts use the first SEARCH_HEURISTICS only.
     """
-    width = upper - lower
-    area = size * width
-    total = _max_section_total(sl, su, size, sections)
-    idx = np.arange(len(size))
-    orders = {
-        "WAT": np.lexsort((idx, -total, -area, -width)),
-        "TAW": np.lexsort((idx, -width, -area, -total)),
-        "TWA": np.lexsort((idx, -area, -width, -total)),
-        "TCZ": np.lexsort((idx, -size, -(su - sl), -total)),
-        "CA": np.lexsort((idx, -area, -(su - sl))),
-        "TO": np.lexsort((idx, -_overlap_counts(sl, su), -total)),
-        "ZW": np.lexsort((idx, -width, -size)),
-        "SZ": np.lexsort((idx, -size, lower)),
-        "LZR": np.lexsort((idx, -lower, -size, 2 * (su - sl) < sections)),
-    }
     out = []
-    for name, order in orders.items():
+    for name, (keys, _dyn) in _rank_keys(sl, su, size, lower, upper, sections).items():
+        order = np.lexsort((np.arange(len(size)), *keys[::-1]))
         rank = np.empty(len(size), np.int64)
         rank[order] = np.arange(len(size))
         out.append((name, rank))
     return out
+
+
+def _rank_keys(sl, su, size, lower, upper, sections) -> dict[str, tuple[np.ndarray, int]]:
+    """Per order of :func:`_ranks`: its keys (rows, most significant first, ascending) and the row of T (-1: none).
+
+    The search re-sorts the parts it splits off on these keys, T recomputed over
+    the buffers still unplaced (as MiniMalloc does when it solves a new partition).
+    """
+    width = upper - lower
+    area = size * width
+    total = _max_section_total(sl, su, size, sections)
+    span = su - sl
+    specs = {
+        "WAT": ((-width, -area, -total), 2),
+        "TAW": ((-total, -area, -width), 0),
+        "TWA": ((-total, -width, -area), 0),
+        "TCZ": ((-total, -span, -size), 0),
+        "CA": ((-span, -area), -1),
+        "TO": ((-total, -_overlap_counts(sl, su)), 0),
+        "ZW": ((-size, -width), -1),
+        "SZ": ((lower, -size), -1),
+        "LZR": (((2 * span < sections).astype(np.int64), -size, -lower), -1),
+    }
+    return {name: (np.stack([np.asarray(k, np.int64) for k in keys]), dyn) for name, (keys, dyn) in specs.items()}
 
 
 def _overlap_counts(sl: np.ndarray, su: np.ndarray) -> np.ndarray:
@@ -338,12 +348,15 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     ptr, nbr = adj
     prev = _previous_identical(sl, su, size)
     n = len(size)
-    cap = np.full(n, capacity, np.int64) if caps is None else np.asarray(caps, np.int64)
+    cap = np.full(n, capacity, np.int64) if caps is None else np.minimum(np.asarray(caps, np.int64), capacity)
     floor = np.zeros(n, np.int64) if floors is None else np.asarray(floors, np.int64)
     if floors is not None:  # identical buffers must also share their bounds to be interchangeable
         prev = np.where((prev >= 0) & (cap[np.maximum(prev, 0)] == cap) & (floor[np.maximum(prev, 0)] == floor),
                         prev, -1)
     ranks = _ranks(sl, su, size, lower, upper, sections)[:SEARCH_HEURISTICS]
+    rank_keys = _rank_keys(sl, su, size, lower, upper, sections)
+    no_keys = (np.zeros((0, n), np.int64), -1)
+    rlog = np.zeros(min(n * (n + 1) // 2, 64 * n + (1 << 16)) + 1, np.int64)
     live = np.zeros(sections + 1, np.int64)
     np.add.at(live, sl, size)
     np.add.at(live, su, -size)
@@ -362,14 +375,16 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     total = _max_section_total(sl, su, size, sections)
     while time.perf_counter() < deadline:
         slot = restarts % per_round
+        rkeys, dyn = no_keys
         if slot < len(ranks):
-            rank = ranks[slot][1]
+            rank = ranks[slot][1].copy()  # the search re-sorts split-off parts in place
+            rkeys, dyn = rank_keys[ranks[slot][0]]
         else:  # diversify: a coarse area or total order with ties shuffled
             noise = rng.random(n)
             keys = [(-area, -total), (-total, -area)][slot % 2]
             rank = np.empty(n, np.int64)
             rank[np.lexsort((noise, *(k // max(int(np.abs(k).max()) // 64, 1) for k in keys)))] = np.arange(n)
-        st = np.zeros(7, np.int64)
+        st = np.zeros(8, np.int64)
         frames = np.zeros((n + 2, 6), np.int64)
         # the root frame is the first independent part; the others wait in the cut buffer
         frames[0] = (parts[0], parts[1], 0, -1, 0, len(parts) - 2)
@@ -381,6 +396,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
             undo_ptr=np.zeros(n + 1, np.int64), hundo=np.zeros(int((su - sl).sum()) + 1, np.int64),
             hundo_ptr=np.zeros(n + 1, np.int64), cutbuf=np.zeros(4 * (sections + n) + 8, np.int64),
             cut_ptr=np.zeros(n + 1, np.int64), hatless=np.zeros(n + 1, np.bool_),
+            rlog_j=rlog, rlog_v=np.zeros_like(rlog), rlog_at=np.zeros(n + 1, np.int64),
         )
         state["cutbuf"][: len(parts) - 2] = parts[2:]
         spent = 0
@@ -392,6 +408,7 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
                 state["m"], state["placed"], state["offsets"], state["seq"], state["h"], state["rem"],
                 state["cross"], state["undo_j"], state["undo_v"], state["undo_ptr"], state["hundo"],
                 state["hundo_ptr"], frames, state["cutbuf"], state["cut_ptr"], state["hatless"],
+                rkeys, dyn, state["rlog_j"], state["rlog_v"], state["rlog_at"],
             )
             spent += int(st[1]) - before
         nodes += int(st[1])
