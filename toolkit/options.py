@@ -32,7 +32,7 @@ class Options:
     weight_class: str | None = None
     fused_qkv: bool | None = None
     row_blocks: tuple[int, ...] = ROW_BLOCKS   # the row-block grid searched when row_block is not pinned
-    inner_splits: tuple[int, ...] = (1, 2, 4, 8, 16)
+    inner_splits: tuple[int, ...] = (1, 2, 4, 8, 16, 20)  # 20: 72 groups of a 1152-wide op fill 1440 tiles
     beam_width: int = 4
     tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
     placement_time_limit: float = 2.0

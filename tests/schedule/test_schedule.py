@@ -103,3 +103,22 @@ def test_folded_replicas_on_one_tile_get_separate_transfers():
     s = schedule(g, LayoutParams(row_block=8, panel_groups=2), T, tiles=64)
     verify_schedule(s)
     assert s.transfers.group_by("transfer_id", "destination").len()["len"].max() == 1
+
+
+def test_inner_split_reduce_scatters_the_panel_over_its_split_tiles():
+    # fc1 of a 2-token MLP: inner 32 split in 2 (two tiles per 32-column panel); each split tile sums a 16-column
+    # slice of both partials, so the reduce receives half a panel, not both whole partials
+    g = mlp_block(tokens=2, width=32, hidden=32)
+    s = schedule(g, LayoutParams(row_block=2, inner_split=2, panel_groups=2), T, tiles=8)
+    verify_schedule(s)
+    fc1 = s.commands.filter(pl.col("op_id") == 1)
+    amp = fc1.filter(pl.col("kernel") == "amp_matmul_f32")
+    red = fc1.filter(pl.col("kernel") == "reduce")
+    assert amp.height == 2 and amp["cols"].to_list() == [32, 32] and amp["inner"].to_list() == [16, 16]
+    assert red.height == 2 and red["cols"].to_list() == [16, 16] and red["inner"].to_list() == [2, 2]
+    assert sorted(red["tile"].to_list()) == sorted(amp["tile"].to_list())   # both split tiles reduce
+    partials = s.transfers.filter(pl.col("phase") == red["phase"][0] - 1)
+    # each split tile sends the other one the half it reduces: 2 rows x 16 columns of FP32
+    assert partials.height == 2 and partials["size_bytes"].to_list() == [2 * 16 * 4] * 2
+    out = s.objects.filter(pl.col("name") == "mlp.fc1.out")
+    assert out["size_bytes"].to_list() == [2 * 16 * 2] * 2

@@ -26,6 +26,7 @@ from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
 
 AMP_GROUP = 16
+REDUCE_SLICE_MIN_COLS = 8   # narrowest column slice one tile reduces in an inner-split reduce-scatter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +81,15 @@ class LinearGrid:
     def max_chunks_per_tile(self, tiles: int) -> int:
         return math.ceil(self.shard * self.n_p * self.n_s / tiles)
 
+    def out_slices(self, cols: int) -> int:
+        """Tiles holding one panel's output (inner splits reduce-scatter a panel over up to S tiles)."""
+        width = min(self.col_block, cols)
+        return 1 if self.n_s == 1 else max(1, min(self.n_s, width // REDUCE_SLICE_MIN_COLS))
+
+    def out_cols(self, cols: int) -> int:
+        """Widest output column slice on one tile."""
+        return math.ceil(min(self.col_block, cols) / self.out_slices(cols))
+
 
 def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) -> LinearGrid:
     """Grid arithmetic shared by ``linear_plan`` and the search's O(1) weight screen."""
@@ -129,10 +139,33 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
                       ci.transpose(2, 0, 1)[..., None])
-        red = Layout((n_s, rows, cols), (np.array([0, n_s]), rows_bounds, col_b), ct[None, :, :, :1],
-                     ci[None, :, :, :1])
-        plan = OpPlan(**{**_fields(plan), "kernel": "amp_matmul_f32", "partials": part, "reduce_need": red})
+        # reduce-scatter: the S tiles of a (row block, panel) each sum one column slice of the panel, so no tile
+        # receives all S partials of a whole panel, and the output stays spread over the S tiles
+        slice_b, panel, j, _per = _reduce_slices(col_b, n_s)
+        red_tiles, red_cells = ct[:, panel, j], ci[:, panel, j]
+        red = Layout((n_s, rows, cols), (np.array([0, n_s]), rows_bounds, slice_b), red_tiles[None, ..., None],
+                     red_cells[None, ..., None])
+        out_lay = Layout((1, rows, cols), (g1, rows_bounds, slice_b), red_tiles[None, ..., None],
+                         red_cells[None, ..., None])
+        plan = OpPlan(**{**_fields(plan), "kernel": "amp_matmul_f32", "partials": part, "reduce_need": red,
+                         "output": out_lay})
     return plan
+
+
+
+def _reduce_slices(col_b: np.ndarray, n_s: int) -> tuple[np.ndarray, ...]:
+    """Column slices of every panel for a reduce-scatter over ``n_s`` tiles.
+
+    Returns the slice bounds, each slice's panel and index in its panel, and the slices per panel.
+
+    Each panel is cut into ``min(n_s, width / REDUCE_SLICE_MIN_COLS)`` near-equal slices.
+    """
+    widths = np.diff(col_b)
+    per = np.clip(widths // REDUCE_SLICE_MIN_COLS, 1, n_s)
+    panel = np.repeat(np.arange(len(widths)), per)
+    j = np.arange(len(panel)) - np.repeat(np.cumsum(per) - per, per)
+    starts = col_b[panel] + (j * widths[panel]) // per[panel]
+    return np.append(starts, col_b[-1]), panel, j, per
 
 
 def _fields(plan: OpPlan) -> dict:

@@ -162,11 +162,14 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     exchange = int(exchange_cycles(recv_w, frag, target).sum())
     syncs, phases = n_w, 3 * n_w
     launches = int((launch * per_tile).sum())
-    if fp32:  # partials to the s == 0 tile, then a reduce
-        red = rows_w * cb * 4 * grid.n_s * per_tile
+    oc = grid.out_cols(op["cols"])   # output columns per tile (a reduce-scatter slice when inner-split)
+    red_buf = 0
+    if fp32:  # reduce-scatter: every tile of a panel receives the S partials of its column slice and sums them
+        red = rows_w * oc * 4 * grid.n_s * per_tile
+        red_buf = int(red.max())
         exchange += int(exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
         for cls in WEIGHT_CLASSES:
-            compute[cls] += int(vector_cycles("reduce", rows_w * cb * grid.n_s * per_tile, target).sum())
+            compute[cls] += int(vector_cycles("reduce", rows_w * oc * grid.n_s * per_tile, target).sum())
         syncs += n_w
         phases += 3 * n_w
         launches += n_w
@@ -177,12 +180,12 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     used = min(tiles, grid.shard * grid.n_p * grid.n_s)
     mask = np.arange(tiles) < used
-    out = int(math.ceil(n_r / grid.shard) * p.row_block * cb * out_b * per_tile)
+    out = int(math.ceil(n_r / grid.shard) * p.row_block * oc * out_b * per_tile)
     return {
         "kernel": "amp_matmul_f32" if fp32 else "amp_matmul_f16", "compute": compute, "exchange": exchange,
         "syncs": syncs, "phases": phases, "launches": launches,
         "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
-        "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()), 0),
+        "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()) + red_buf, 0),
         "panel": int(rows_w.max() * ib * DTYPE_BYTES[a["dtype"]]),
     }
 
@@ -192,10 +195,9 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
     grid = linear_grid(n_r, src["cols"], src["inner"], p, tiles)
     per_tile = grid.max_chunks_per_tile(tiles)
-    cb = min(grid.col_block, src["cols"])
-    elements = math.ceil(n_r / grid.shard) * p.row_block * cb * per_tile
+    elements = math.ceil(n_r / grid.shard) * p.row_block * grid.out_cols(src["cols"]) * per_tile
     cyc = int(vector_cycles(op["kind"], np.array([elements]), target)[0])
-    used = min(tiles, grid.shard * grid.n_p)
+    used = min(tiles, grid.shard * grid.n_p * grid.out_slices(src["cols"]))
     mask = np.arange(tiles) < used
     out = elements * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     zero = np.zeros(tiles, dtype=np.int64)

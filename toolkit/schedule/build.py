@@ -309,7 +309,7 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
 
 def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_objs: np.ndarray, wave: int,
             block: str) -> tuple[np.ndarray, np.ndarray]:
-    """Exchange inner-split partials to the s == 0 tile of each (row block, panel) and sum them there."""
+    """Reduce-scatter inner-split partials: each tile of a (row block, panel) sums one column slice of it."""
     red = plan.reduce_need
     out_tensor = op["output"]
     red_slot = _slot_of_cell(red, len(plan.cell_tiles))[cells]
@@ -326,11 +326,12 @@ def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_ob
     prog.move(part_layout, part_objs, red, rslot, need_objs, out_tensor, xphase, cphase, dtype_bytes=4)
     out_slot = _slot_of_cell(plan.output, len(plan.cell_tiles))[rcells]
     out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
-    sh = plan.cell_shape[rcells]
+    ch = red.chunks()   # each reducing cell sums one column slice of its panel
+    rows, cols = (ch["r1"] - ch["r0"])[rslot], (ch["c1"] - ch["c0"])[rslot]
     s = plan.partials.counts[0]
-    cyc = vector_cycles("reduce", sh[:, 0] * sh[:, 1] * s, prog.target)
+    cyc = vector_cycles("reduce", rows * cols * s, prog.target)
     cmd = prog.commands.add(len(rcells), phase=cphase, tile=plan.cell_tiles[rcells], op_id=plan.op_id,
-                            kernel="reduce", rows=sh[:, 0], cols=sh[:, 1], inner=s, groups=1, calls=1, launches=1,
+                            kernel="reduce", rows=rows, cols=cols, inner=s, groups=1, calls=1, launches=1,
                             est_cycles=cyc)
     prog.operands.add(len(rcells), command_id=cmd, object_id=need_objs, role="i", offset=0)
     prog.operands.add(len(rcells), command_id=cmd, object_id=out, role="out", offset=0)
