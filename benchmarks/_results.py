@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-HEADER = "# Benchmark results\n\nFigures written by the scripts in `benchmarks/`; each section names the command that produced it.\n"
+HEADER = ("# Benchmark results\n\nFigures written by the scripts in `benchmarks/`; each section names the command "
+          "that produced it.\n")
 
 
 def write_section(name: str, body: str, *, command: str | None = None) -> None:

@@ -68,3 +68,16 @@ def test_check_runs_when_asked():
     assert c.check is not None and c.check.passed
     assert 0 < c.check.max_abs_error < 0.05
     assert "check.outputs" in c.frames() or any(k.startswith("check.") for k in c.frames())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", [n for n in toolkit.graph.PRESETS if n != "mlp-small-repeat"])
+def test_every_preset_places(workload):
+    """The whole pipeline places every preset (siglip-so400m: 27 layers of weights) and verify_placement passes."""
+    c = toolkit.compile(workload, options={"simulate": False})
+    assert c.placement.fits, c.placement.failures.head(3)
+    assert c.placement.failures.height == 0
+    chosen = c.layout.candidates.filter(pl.col("chosen"))
+    assert chosen["placed"].item() is True
+    placed = c.placement.placement
+    assert placed["address"].null_count() == 0 and set(placed["tile"].unique()) >= set(c.tiles.per_tile["tile"])
