@@ -15,7 +15,7 @@ import numpy as np
 
 from toolkit.errors import InvalidIRError
 from toolkit.layout._kernels import count_routes
-from toolkit.layout.cost import exchange_cycles
+from toolkit.layout.cost import exchange_cycles, vector_cycles
 from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
 from toolkit.layout.screen import DTYPE_BYTES, op_estimate
@@ -59,10 +59,31 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         total += int((x + target.costs.sync_cycles)[has_exchange].sum())
         total += e["compute"][p.weight_class] + int(copies.max(axis=1).sum())
         if plan.partials is not None:
-            total += e["exchange"] // 2 + target.costs.sync_cycles * n_w  # partials: screened estimate
+            cycles, red_rows = _reduce(plan, waves, tiles, target)
+            total += cycles
+            rows += red_rows
         layout_of[op["output"]] = plan.output
     row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
     return total * max([1, *reps.values()]), row_bytes
+
+
+def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target) -> tuple[int, np.ndarray]:
+    """Cycles of an inner-split reduce-scatter (partials exchange, then the sums) and its plan rows per tile."""
+    n_w = int(waves.max()) + 1
+    send, recv, frags, sends, copies = (np.zeros((n_w, tiles), dtype=np.int64) for _ in range(5))
+    _count(plan.partials, plan.reduce_need, waves, 4, tiles, send, recv, frags, sends, copies, target)
+    moved = np.maximum(send, recv)
+    has_exchange = moved.max(axis=1) > 0
+    x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
+    red = plan.reduce_need
+    cells = red.cells.ravel()
+    ok = cells >= 0
+    # each reducing slot sums its S partial slices; the local slice arrives as a copy in the same compute phase
+    sums = vector_cycles("reduce", red.slot_elements()[ok], target)
+    per = np.bincount(waves[cells[ok]] * tiles + red.tiles.ravel()[ok], weights=sums,
+                      minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64) + copies
+    cycles = int((x + target.costs.sync_cycles)[has_exchange].sum()) + int(per.max(axis=1).sum())
+    return cycles, frags.sum(axis=0) + sends.sum(axis=0)
 
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
