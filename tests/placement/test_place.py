@@ -222,3 +222,40 @@ def test_search_places_tile_where_greedy_orders_fail(shared_dir):
     p = place(objs, t, PlacementOptions(search_seconds=60))
     assert p.fits, p.failures
     verify_placement(objs, p.placement, t)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code_bytes", [[6000, 3000], [20_000]])
+def test_search_places_data_around_pinned_code(shared_dir, code_bytes):
+    # the same tile with code on it (as every pipeline tile has): the executable objects take whole instruction
+    # elements at the start of region 0 and the exact search places the data around them
+    std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
+    pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(14)]
+    t = dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xF0000, load_limit=0xF0000,
+                            memory_elements=tuple(std + pairs))
+    d = pl.read_csv(shared_dir / "bench/placement/minimalloc/J.1048576.csv")
+    end = int(d["upper"].max())
+    code = [{"kind": "code", "access": "executable", "regions": [0], "size_bytes": b, "first": 0, "last": end - 1,
+             "align": 8} for b in code_bytes]
+    scale = 0.45
+    objs = objects_frame(code + [{"size_bytes": int(s * scale) // 16 * 16, "first": lo, "last": up - 1, "align": 16}
+                                 for lo, up, s in d.select("lower", "upper", "size").iter_rows()])
+    from toolkit.placement import PlacementOptions
+
+    greedy_only = place(objs, t, PlacementOptions(search_seconds=1e-6))
+    assert not greedy_only.fits                      # the greedy orders alone do not fit this tile
+    p = place(objs, t, PlacementOptions(search_seconds=60))
+    assert p.fits, p.failures
+    verify_placement(objs, p.placement, t)
+    got = p.placement.join(objs.select("object_id", "access"), on="object_id")
+    code_at = got.filter(pl.col("access") == "executable")["address"].sort().to_list()
+    assert code_at[0] == 0x70000                     # packed from the start of the code region
+
+
+@pytest.mark.parametrize("field", ["search_seconds", "search_budget_seconds"])
+def test_bad_placement_options_name_the_field(field):
+    from toolkit.errors import OptionError
+    from toolkit.placement import PlacementOptions
+
+    with pytest.raises(OptionError, match=f"{field}=0 must be positive seconds"):
+        PlacementOptions(**{field: 0})

@@ -21,8 +21,11 @@ pairs above). One free pool for both classes.
 Tiles whose requests are identical (every column but ids and names, in
 placement order) are placed once and the result is joined onto the others.
 When the greedy pass fails on a tile, other orders are tried, then the exact
-arena search (for tiles without element rules); when that fails too, the
-failure row names the busiest event and says whether infeasibility is proven.
+arena search (:mod:`toolkit.placement.exact`; executable requests pinned as a
+whole-element block, tiles with bank-separated or auxiliary requests excepted),
+bounded per tile (``search_seconds``) and over all failing tiles
+(``search_budget_seconds``); when that fails too, the failure row names the
+busiest event and says whether infeasibility is proven.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from toolkit.errors import ModelError
+from toolkit.errors import ModelError, OptionError
 from toolkit.placement import _tiles as T
 from toolkit.placement import results as R
-from toolkit.placement.arena import _search, _sections
+from toolkit.placement.exact import exact_tile
 from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, empty
 from toolkit.target import Target
 
@@ -52,7 +55,15 @@ class PlacementOptions:
     """Knobs of :func:`place`."""
 
     search_seconds: float = 2.0     # time limit of the exact search per distinct failing tile
+    search_budget_seconds: float = 4.0  # time limit of the exact searches of all failing tiles together
     occupancy: bool = True          # compute the occupancy frame
+
+    def __post_init__(self) -> None:
+        for name in ("search_seconds", "search_budget_seconds"):
+            value = getattr(self, name)
+            if not value > 0:
+                msg = f"placement option {name}={value!r} must be positive seconds"
+                raise OptionError(msg, field=name, value=value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,9 +350,10 @@ def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
     address, region, stride, extent, ok = _greedy(a, geo)
     res = {"address": address, "region": region, "stride": stride, "extent": extent}
     proven = np.zeros(len(ok), bool)
+    budget_end = time.perf_counter() + options.search_budget_seconds
     for t in np.flatnonzero(~ok):
         lo, hi = int(a["ptr"][t]), int(a["ptr"][t + 1])
-        got, proven[t] = _retry_tile(rep.slice(lo, hi - lo), geo, options)
+        got, proven[t] = _retry_tile(rep.slice(lo, hi - lo), geo, options, budget_end)
         if got is not None:
             for k in res:
                 res[k][lo:hi] = got[k]
@@ -349,8 +361,8 @@ def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
     return res, ok, proven
 
 
-def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
-    """Other orders, then the exact arena search; (result or None, infeasibility proven)."""
+def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions, budget_end: float):
+    """Other orders, then the exact arena search while the budget lasts; (result or None, infeasibility proven)."""
     orders = [
         (["phase", "size", "align"], [False, True, True]),
         (["phase", "interleaved", "size"], [False, True, True]),
@@ -364,57 +376,10 @@ def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
             back = np.argsort(perm["_row"].to_numpy())
             return {"address": address[back], "region": region[back], "stride": stride[back],
                     "extent": extent[back]}, False
-    return _exact_tile(tile, geo, options)
-
-
-def _exact_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
-    """Exact arena search in addresses counted down from the load limit; (result or None, proven infeasible)."""
-    if tile["excl"].any() or tile["exec"].any() or (tile["phase"] == T.AUXILIARY).any():
+    seconds = min(options.search_seconds, budget_end - time.perf_counter())
+    if seconds <= 0:
         return None, False
-    unit = int(np.lcm.reduce(tile["align"].to_numpy()))
-    top = geo.target.load_limit
-    if unit > 64 or top % unit or geo.target.memory_start % unit:
-        return None, False
-    count = tile["count"].to_numpy()
-    size = tile["size"].to_numpy()
-    align = tile["align"].to_numpy()
-    total = np.where(count > 1, -(-size // align) * align * count, size)
-    usize = -(-total // unit)
-    lo_addr = np.array([min(geo.rstart[r] for r in rs) for rs in tile["regions"].to_list()])
-    hi_addr = np.array([max(geo.rend[r] for r in rs) for rs in tile["regions"].to_list()])
-    caps = (top - lo_addr) // unit
-    floors = -(-(top - hi_addr) // unit)
-    first = tile["first"].to_numpy().astype(np.int64)
-    last = tile["last"].to_numpy().astype(np.int64) + 1
-    deadline = time.perf_counter() + options.search_seconds
-    regions = tile["regions"].to_list()
-    # first without, then (if a request straddles a region boundary) with one-unit barriers at the boundaries
-    # pinned over all time; only the search without barriers can prove infeasibility
-    bounds = sorted({int(x) for x in geo.rstart[geo.region_ids]} - {int(geo.target.memory_start)})
-    for barriers in ([], [b for b in bounds if (top - b) % unit == 0 and b < top]):
-        k = len(barriers)
-        bl = np.full(k, first.min(), np.int64)
-        bu = np.full(k, last.max(), np.int64)
-        boff = np.array([(top - b) // unit for b in barriers], np.int64)
-        f = np.concatenate([first, bl])
-        la = np.concatenate([last, bu])
-        sl, su, sections = _sections(f, la)
-        found, exhausted, _nodes, _restarts = _search(
-            f, la, sl, su, np.concatenate([usize, np.ones(k, np.int64)]), sections, geo.capacity // unit,
-            deadline=deadline, caps=np.concatenate([caps, boff + 1]), floors=np.concatenate([floors, boff]))
-        if found is None:
-            return None, exhausted and not barriers
-        found = found[: len(usize)]
-        address = top - (found + usize) * unit
-        region = np.searchsorted(geo.rstart, address, side="right") - 1
-        inside = (address + total <= geo.rend[region]) & np.array(
-            [int(r) in rs for r, rs in zip(region, regions, strict=True)])
-        if inside.all():
-            break
-    else:
-        return None, False
-    stride = np.where(count > 1, -(-size // align) * align, size)
-    return {"address": address, "region": region, "stride": stride, "extent": total}, False
+    return exact_tile(tile, geo, seconds)
 
 
 # -- results ------------------------------------------------------------------------------
