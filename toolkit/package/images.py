@@ -24,7 +24,8 @@ import polars as pl
 
 from toolkit.errors import InvalidIRError
 from toolkit.intervals import overlapping_pairs
-from toolkit.package.size import Package, combine, fnv
+from toolkit.package.digests import combine, fnv
+from toolkit.package.model import Package
 from toolkit.target import Target
 
 IMAGES_SCHEMA = {
