@@ -150,7 +150,7 @@ def test_search_agrees_with_brute_force(data):
 
 def test_long_lived_first_order_ranks_long_buffers_first():
     """LZR: buffers live over at least half the sections come first, then larger, then later-starting."""
-    from toolkit.placement.arena import _ranks
+    from toolkit.placement._arena_orders import _ranks
 
     lo = np.array([0, 0, 3, 5, 1])
     up = np.array([10, 2, 9, 7, 10])
@@ -161,7 +161,8 @@ def test_long_lived_first_order_ranks_long_buffers_first():
 
 
 def test_overlap_counts_match_the_adjacency():
-    from toolkit.placement.arena import _adjacency, _overlap_counts
+    from toolkit.placement._arena_orders import _overlap_counts
+    from toolkit.placement._arena_search import _adjacency
 
     rng = np.random.default_rng(3)
     sl = rng.integers(0, 30, 200)
