@@ -35,8 +35,9 @@ from networkx.algorithms.coloring.greedy_coloring import strategy_saturation_lar
 
 from benchmarks._results import write_section
 from toolkit.exchange import assign_steps, lower_exchanges, step_lower_bound, verify_exchange
-from toolkit.exchange.steps import _dsatur, conflict_csr
+from toolkit.exchange.dsatur import _dsatur, conflict_csr
 from toolkit.target import Target, ipu21
+from toolkit.testing import random_multicast, regular_unicast
 
 
 class _OutOfTime(Exception):
@@ -74,30 +75,6 @@ class Row:
 
 def _ratio(x: float) -> str:
     return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
-
-
-def regular_unicast(tiles: int, k: int, seed: int) -> pl.DataFrame:
-    """Union of k random permutations of the tiles with self loops dropped; one group per edge."""
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for _ in range(k):
-        perm = rng.permutation(tiles)
-        keep = perm != np.arange(tiles)
-        src.append(np.arange(tiles)[keep])
-        dst.append(perm[keep])
-    s = np.concatenate(src)
-    return pl.DataFrame({"group": np.arange(len(s)), "source": s, "destination": np.concatenate(dst)})
-
-
-def random_multicast(tiles: int, groups: int, max_fanout: int, seed: int) -> pl.DataFrame:
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, tiles, size=groups)
-    fan = rng.integers(1, max_fanout + 1, size=groups)
-    gid = np.repeat(np.arange(groups), fan)
-    # distinct destinations per group, none equal to the source: source + distinct nonzero shifts
-    shift = np.concatenate([rng.choice(np.arange(1, tiles), size=f, replace=False) for f in fan])
-    dst = (src[gid] + shift) % tiles
-    return pl.DataFrame({"group": gid, "source": src[gid], "destination": dst})
 
 
 def mixed(tiles: int, k: int, multicasts: int, fanout: int, seed: int) -> pl.DataFrame:

@@ -4,13 +4,18 @@
 repeats); ``layout_params()`` draws layout choices, pinned or free. The
 placement and profile strategies live beside their stages and are re-exported
 here: ``object_frames`` (memory objects of one tile) and ``profiles``
-(cycle profiles, counters that may wrap past 2^32).
+(cycle profiles, counters that may wrap past 2^32). ``regular_unicast()`` and
+``random_multicast()`` are plain seeded numpy generators of random exchange
+patterns (``group, source, destination`` frames), shared by the exchange tests
+and ``benchmarks/bench_exchange.py``: the same seed gives the same frame.
 
 Hypothesis is a test dependency; importing this module without it fails.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import polars as pl
 from hypothesis import strategies as st
 
 from toolkit.graph import Graph, attention_block, encoder_layer, mlp_block, repeat
@@ -51,4 +56,35 @@ def layout_params(max_row_block: int = 48) -> st.SearchStrategy[LayoutParams]:
     )
 
 
-__all__ = ["graphs", "layout_params", "object_frames", "profiles"]
+def regular_unicast(tiles: int, k: int, seed: int) -> pl.DataFrame:
+    """Union of k random permutations of the tiles, self loops dropped: one unicast group per edge.
+
+    Every tile sends and receives at most ``k`` groups; group ids are ``0..n-1``.
+    """
+    rng = np.random.default_rng(seed)
+    src, dst = [], []
+    for _ in range(k):  # one permutation per round: k numpy calls
+        perm = rng.permutation(tiles)
+        keep = perm != np.arange(tiles)
+        src.append(np.arange(tiles)[keep])
+        dst.append(perm[keep])
+    s = np.concatenate(src)
+    return pl.DataFrame({"group": np.arange(len(s)), "source": s, "destination": np.concatenate(dst)})
+
+
+def random_multicast(tiles: int, groups: int, max_fanout: int, seed: int) -> pl.DataFrame:
+    """``groups`` multicast groups from random sources, each to 1..``max_fanout`` distinct other tiles.
+
+    One row per (group, destination); a destination is never the group's source.
+    """
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, tiles, size=groups)
+    fan = rng.integers(1, max_fanout + 1, size=groups)
+    gid = np.repeat(np.arange(groups), fan)
+    # distinct destinations per group, none equal to the source: source + distinct nonzero shifts
+    shift = np.concatenate([rng.choice(np.arange(1, tiles), size=f, replace=False) for f in fan])
+    dst = (src[gid] + shift) % tiles
+    return pl.DataFrame({"group": gid, "source": src[gid], "destination": dst})
+
+
+__all__ = ["graphs", "layout_params", "object_frames", "profiles", "random_multicast", "regular_unicast"]

@@ -59,19 +59,6 @@ def group_sets(draw: st.DrawFn, *, max_tiles: int = 12, max_groups: int = 40, ma
     return pl.DataFrame({"group": g, "source": s, "destination": d})
 
 
-def regular_unicast(tiles: int, k: int, seed: int) -> pl.DataFrame:
-    """Union of k random permutations of the tiles, self loops dropped: one group per edge."""
-    rng = np.random.default_rng(seed)
-    src, dst = [], []
-    for _ in range(k):
-        perm = rng.permutation(tiles)
-        keep = perm != np.arange(tiles)
-        src.append(np.arange(tiles)[keep])
-        dst.append(perm[keep])
-    s = np.concatenate(src)
-    return pl.DataFrame({"group": np.arange(len(s)), "source": s, "destination": np.concatenate(dst)})
-
-
 def conflict_graph(groups: pl.DataFrame) -> tuple[nx.Graph, np.ndarray]:
     """networkx conflict graph built independently of the toolkit (lane cliques with dicts).
 

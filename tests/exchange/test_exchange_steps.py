@@ -4,13 +4,14 @@ import networkx as nx
 import numpy as np
 import polars as pl
 import pytest
-from exchange_strategies import conflict_graph, group_sets, regular_unicast
+from exchange_strategies import conflict_graph, group_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import ModelError
 from toolkit.exchange import assign_steps, step_lower_bound
-from toolkit.exchange.steps import _dsatur, conflict_csr
+from toolkit.exchange.dsatur import _dsatur, conflict_csr
+from toolkit.testing import regular_unicast
 
 
 def assert_valid(out: pl.DataFrame) -> None:
