@@ -27,9 +27,9 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     """(estimated cycles of the whole program, exchange plan-row bytes on the fullest tile) under ``p``.
 
     Plan rows: one send row per piece a tile sends (a multicast once) and one
-    receive row per piece it receives, ``plan_row_words`` words each, summed
-    over every exchange of the program: an upper bound on what the package
-    stores (it deduplicates identical rows per tile).
+    receive row per piece it receives, ``plan_row_words`` words each, per op
+    counted as the package stores them after deduplicating identical rows on a
+    tile (the waves of an op repeat one pattern; see ``_distinct_rows``).
     """
     plans = plan_graph(ops, tensors, params, p, tiles)
     layout_of: dict[int, Layout] = {}
@@ -52,7 +52,7 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
                 continue
             _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, sends, copies,
                    target)
-        rows += frags.sum(axis=0) + sends.sum(axis=0)
+        rows += _distinct_rows(frags + sends)
         moved = np.maximum(send, recv)
         has_exchange = moved.max(axis=1) > 0
         x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
@@ -65,6 +65,17 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         layout_of[op["output"]] = plan.output
     row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
     return total * max([1, *reps.values()]), row_bytes
+
+
+def _distinct_rows(per_wave: np.ndarray) -> np.ndarray:
+    """Plan rows a tile stores for one op from its rows per wave ``[waves, tiles]``, after deduplication.
+
+    The waves of an op repeat one pattern (same partners, sizes and offsets
+    within the operand objects), so the package stores the busiest wave's rows
+    once, plus the last wave's, whose row block may be shorter.
+    """
+    rows = per_wave.max(axis=0)
+    return rows + per_wave[-1] if len(per_wave) > 1 else rows
 
 
 def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target) -> tuple[int, np.ndarray]:
@@ -83,7 +94,7 @@ def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target) -> tupl
     per = np.bincount(waves[cells[ok]] * tiles + red.tiles.ravel()[ok], weights=sums,
                       minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64) + copies
     cycles = int((x + target.costs.sync_cycles)[has_exchange].sum()) + int(per.max(axis=1).sum())
-    return cycles, frags.sum(axis=0) + sends.sum(axis=0)
+    return cycles, _distinct_rows(frags + sends)
 
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,

@@ -31,6 +31,9 @@ from toolkit.layout.screen import DTYPE_BYTES, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
 
+#: share of tile memory kept free when ranking finalists: a candidate whose screened peak plus plan rows fills
+#: more than the rest rarely places (placement needs some room to pack objects of different lifetimes)
+PACKING_MARGIN = 0.02
 STREAM_BLOCKS = (24,)  # extra residual-stream row blocks searched below a larger matmul row block
 
 CANDIDATES_SCHEMA = {
@@ -118,9 +121,10 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             .with_columns(pl.col("sched").alias("sched_cycles"), pl.col("rows").alias("plan_row_bytes"),
                           pl.col("sched").is_not_null().alias("beam"))
             .drop("sched", "rows"))
-    # finalists that fit with their plan rows first, then by refined cycles
+    # finalists that fit with their plan rows and a packing margin first, then by refined cycles
+    room = int(capacity * (1 - PACKING_MARGIN))
     ranked = (cand.filter(pl.col("beam"))
-              .sort((pl.col("peak_live_bytes") + pl.col("plan_row_bytes")) > capacity, "sched_cycles", "candidate_id"))
+              .sort((pl.col("peak_live_bytes") + pl.col("plan_row_bytes")) > room, "sched_cycles", "candidate_id"))
     best = ranked["candidate_id"][0]
     cand = (cand.with_columns((pl.col("candidate_id") == best).alias("chosen"))
             .cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
@@ -136,11 +140,11 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
     every refined candidate. Candidates are refined in screen order (fastest
     first) and then, while fewer than ``width`` fit with their plan rows, in
     order of smallest screened peak (memory-bound workloads); at most
-    ``2 * width`` per pass. The plan-row bytes are an upper bound (the package
-    stores identical rows once), so a candidate over capacity with them is
-    kept, ranked after those that fit, and exact placement decides.
+    ``2 * width`` per pass. "Fits" keeps ``PACKING_MARGIN`` of the memory free;
+    a candidate over it is kept, ranked after those that fit, and exact
+    placement decides.
     """
-    capacity = target.load_limit - target.memory_start
+    room = int((target.load_limit - target.memory_start) * (1 - PACKING_MARGIN))
     refined: dict[int, tuple[int, int]] = {}
     fitting = 0
     prepared: dict[bool, tuple] = {}
@@ -157,7 +161,7 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
                 dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True)))
         g, ops, tensors, reps = prepared[p.fused_qkv]
         refined[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
-        fitting += r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= capacity
+        fitting += r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
     return refined
 
 
