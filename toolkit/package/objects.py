@@ -6,6 +6,8 @@ per command and per step (body bytes, body digest, run-table slots);
 digest); ``_objects`` turns the totals into memory objects
 (``tables.OBJECTS_SCHEMA``, ids from ``next_id``, the executable ones one
 contiguity group per tile) and ``_arguments`` lists the argument-record slots.
+``_code_sizes`` raises ``OptionError`` naming kernels with no code size;
+``_unique_rows`` gives the distinct (tile, digest) plan rows each tile stores.
 Sizes follow :class:`~toolkit.package.model.PackageModel`; see the
 :mod:`toolkit.package.size` docstring for the model itself.
 """
