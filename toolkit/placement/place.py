@@ -24,8 +24,10 @@ When the greedy pass fails on a tile, other orders are tried, then the exact
 arena search (:mod:`toolkit.placement.exact`; executable requests pinned as a
 whole-element block, tiles with bank-separated or auxiliary requests excepted),
 bounded per tile (``search_seconds``) and over all failing tiles
-(``search_budget_seconds``); when that fails too, the failure row names the
-busiest event and says whether infeasibility is proven.
+(``search_budget_seconds``), and stopped at the first tile it cannot fit
+(the placement fails with that tile; the rest only get the cheap orders);
+when that fails too, the failure row names the busiest event and says
+whether infeasibility is proven.
 
 Request building (tile signatures, geometry, requests and their order) lives
 in :mod:`toolkit.placement.requests`.
@@ -224,6 +226,8 @@ def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
             for k in res:
                 res[k][lo:hi] = got[k]
             ok[t] = True
+        else:   # the placement fails with this tile anyway: no more exact searches, only the cheap orders
+            budget_end = 0.0
     return res, ok, proven
 
 
