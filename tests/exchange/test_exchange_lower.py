@@ -243,3 +243,18 @@ def test_list_destinations_are_accepted() -> None:
     ex = lower_exchanges(t, IPU)
     verify_exchange(ex, t, IPU)
     assert ex.summary["multicast_groups"][0] == 1
+
+
+def test_reduce_scatter_passes_draw_on_every_sender_once() -> None:
+    # 8 tiles each send every other tile 20 KB (an inner-split reduce-scatter): only one piece fits a receiver's
+    # 32 KiB window per pass, so 7 passes; offering each receiver's pieces by sender offset gives every pass a
+    # one-to-one pattern (1 step), not one sender feeding all receivers (7 steps)
+    src, dst = zip(*[(s, d) for d in range(8) for s in range(8) if s != d], strict=True)
+    t = pl.DataFrame({"transfer_id": list(range(56)), "phase": [0] * 56, "source": list(src),
+                      "destination": list(dst), "size_bytes": [20_000] * 56, "staging_object": [9] * 56})
+    ex = lower_exchanges(t, IPU)
+    verify_exchange(ex, t, IPU)
+    s = ex.summary.row(0, named=True)
+    assert (s["passes"], s["steps"], s["lower_bound"]) == (7, 7, 7)
+    per_pass = ex.groups.group_by("pass").agg(pl.col("source").n_unique(), pl.len())
+    assert per_pass["source"].to_list() == [8] * 7 and per_pass["len"].to_list() == [8] * 7

@@ -140,6 +140,9 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
 
     Rows come out sorted by (phase, tile, pass, group). Only transfers cut into
     several fragments are expanded; each ordering is one sort of packed integer keys.
+    Each receiver offers its multicast groups to the staging rounds first (group
+    order), then its unicast groups by the sender's offset from it
+    (``(source - tile) mod tiles``), so the rounds spread over the senders.
     """
     window = target.staging_window_bytes
     wb = target.word_bytes
@@ -152,27 +155,33 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
     t_phase = t["phase"].to_numpy().astype(np.int64)
     t_tile = t["destination"].to_numpy().astype(np.int64)
     row, grp = np.arange(t.height), gfirst[k]
-    keys = [t_phase, t_tile]
+    # each receiver offers its multicast groups to the staging rounds first, in group order (the same order at
+    # every destination, so the lowest one is always admitted), then its unicast groups in order of the sender's
+    # offset from it: for one offset, senders map one-to-one onto receivers, so a pass of a reduce-scatter (every
+    # tile of a set sends to every other) draws on every sender once, not on the lowest-numbered one everywhere
+    t_src = t["source"].to_numpy().astype(np.int64)
+    n_tiles = int(max(t_tile.max(initial=0), t_src.max(initial=0))) + 1
+    rot = np.where(fanout[k] > 1, 0, 1 + (t_src - t_tile) % n_tiles)
+    keys = [t_phase, t_tile, rot]
     if len(nfrag) and nfrag.max() > 1:   # later fragments of transfers larger than the window: extra rows
         multi = np.flatnonzero(nfrag[k] > 1)
         extra = np.repeat(multi, nfrag[k[multi]] - 1)
         row = np.r_[row, extra]
         grp = np.r_[grp, gfirst[k[extra]] + 1 + ranks(nfrag[k[multi]] - 1)]
-        keys = [t_phase[row], t_tile[row], grp]
-    # stable sort by (phase, tile[, group]): rows of one tile are otherwise already in group order
+        keys = [t_phase[row], t_tile[row], rot[row], grp]
+    # stable sort by (phase, tile, sender offset[, group]): rows are otherwise already in group order
     base = int(t_phase.min()) if len(t_phase) else 0
     keys[0] = keys[0] - base
-    order, cell = packed_sort(keys)
-    if cell is None or len(keys) == 3:
-        cell = (keys[0] * (int(t_tile.max()) + 1) + keys[1])[order]
+    order, _ = packed_sort(keys)
+    cell = (keys[0] * (int(t_tile.max(initial=0)) + 1) + keys[1])[order]
     row = row[order]
     grp = grp[order]
     seg = np.cumsum(np.r_[True, cell[1:] != cell[:-1]][:len(cell)]) - 1
     staged = np.where(t["staging_object"].is_not_null().to_numpy()[row], groups["words"].to_numpy()[grp] * wb, 0)
     pass_of = _rounds(seg, grp, staged, n_groups, window)
     rpass = pass_of[grp]
-    if len(rpass) and rpass.max() > 0:                         # stable: (phase, tile, pass, group)
-        order, _ = packed_sort([seg, rpass])
+    if len(rpass):                                              # (phase, tile, pass, group)
+        order, _ = packed_sort([seg, rpass, grp])
         row, grp, staged, rpass, seg = row[order], grp[order], staged[order], rpass[order], seg[order]
     new = np.r_[True, (seg[1:] != seg[:-1]) | (rpass[1:] != rpass[:-1])][:len(row)]
     csum = np.cumsum(staged)
@@ -195,13 +204,15 @@ def passes_of(t: pl.DataFrame, groups: pl.DataFrame, target: Target) -> pl.DataF
 
 
 def _rounds(seg: np.ndarray, grp: np.ndarray, staged: np.ndarray, n_groups: int, window: int) -> np.ndarray:
-    """Pass per group; rows sorted by (phase, tile) segment ``seg``, then group.
+    """Pass per group; rows sorted by (phase, tile) segment ``seg``, then in the order offered to the rounds.
 
     One round per pass, each a few vectorized sweeps: a sweep admits every remaining
     group whose running staged total (this round's admitted bytes plus all remaining
-    groups before it) fits the window at each of its destinations. The first sweep
-    admits at least the first remaining group of each phase; later sweeps fill gaps
-    left by groups rejected at other tiles (a first-fit in group order, vectorized).
+    rows before it in its segment) fits the window at each of its destinations;
+    later sweeps fill gaps left by groups rejected at other tiles (a first-fit in
+    the offered order, vectorized). A round that admits nothing (every candidate
+    blocked behind another at some destination) takes the lowest remaining group
+    alone, so every round makes progress.
     Rows that can never reject a group are left out first: direct receives, every
     row of a segment whose whole staged total fits, and segments identical to an
     earlier one (same groups, same staged bytes: a multicast's panel tiles), which
@@ -241,6 +252,8 @@ def _rounds(seg: np.ndarray, grp: np.ndarray, staged: np.ndarray, n_groups: int,
             rows_took = took[grp] & cand
             load += np.bincount(seg[rows_took], weights=staged[rows_took], minlength=len(load)).astype(np.int64)
             cand &= ~rows_took
+        if not admit.any():   # every candidate blocked by another at some destination: take the lowest alone
+            admit[grp[live].min()] = True
         pass_of[admit] = r
         live &= ~admit[grp]
         r += 1
