@@ -129,7 +129,7 @@ def test_passes_after_the_first_are_preceded_by_a_sync() -> None:
     small = IPU.replace(staging_window_bytes=64)
     c = program([("sync", "x"), ("exchange", "x")], [], [(0, 1, 0, [1], 64), (1, 1, 2, [1], 64)], target=small,
                 staged=True)
-    assert c.exchange.groups["pass"].to_list() == [0, 1]
+    assert sorted(c.exchange.groups["pass"].to_list()) == [0, 1]   # one group per pass (either may go first)
     p = simulate(c)
     one = 16 + FRAG
     acts = p.activities.filter(tile=1).sort("start_cycle")
