@@ -16,7 +16,7 @@ from toolkit.package.dump import (
     write_placement_dump,
 )
 from toolkit.package.images import IMAGES_SCHEMA, package_images, verify_package
-from toolkit.package.size import (
+from toolkit.package.model import (
     ARGUMENTS_SCHEMA,
     DEFAULT_KERNEL_CODE_BYTES,
     DIGESTS_SCHEMA,
@@ -26,8 +26,8 @@ from toolkit.package.size import (
     TILES_SCHEMA,
     Package,
     PackageModel,
-    size_package,
 )
+from toolkit.package.size import size_package
 
 __all__ = [
     "ALLOCATIONS_SCHEMA", "ARGUMENTS_SCHEMA", "DEFAULT_KERNEL_CODE_BYTES", "DIGESTS_SCHEMA", "IMAGES_SCHEMA",

@@ -81,26 +81,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.package.digests import _digests, _image_digests, combine, fnv
-from toolkit.package.model import (
-    ARGUMENTS_SCHEMA,
-    DEFAULT_KERNEL_CODE_BYTES,
-    DIGESTS_SCHEMA,
-    RELOCATIONS_SCHEMA,
-    SUMMARY_SCHEMA,
-    TEMPLATES_SCHEMA,
-    TILES_SCHEMA,
-    Package,
-    PackageModel,
-)
+from toolkit.package.digests import _digests, _image_digests
+from toolkit.package.model import RELOCATIONS_SCHEMA, TILES_SCHEMA, Package, PackageModel
 from toolkit.package.objects import _arguments, _code_sizes, _commands, _objects, _per_tile, _steps, _unique_rows
 from toolkit.package.savings import _summary, _templates
 from toolkit.target import Target
 
-__all__ = [
-    "ARGUMENTS_SCHEMA", "DEFAULT_KERNEL_CODE_BYTES", "DIGESTS_SCHEMA", "RELOCATIONS_SCHEMA", "SUMMARY_SCHEMA",
-    "TEMPLATES_SCHEMA", "TILES_SCHEMA", "Package", "PackageModel", "combine", "fnv", "size_package",
-]
+__all__ = ["size_package"]
 
 
 def size_package(schedule, exchange, tiles, target: Target, model: PackageModel | None = None) -> Package:
