@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.exchange.sorting import packed_sort
 from toolkit.exchange.transfers import check_transfers
 from toolkit.tables import BIG, ID, frame
 from toolkit.target import Target
@@ -311,33 +312,6 @@ def dense_rank_sorted(values: np.ndarray) -> np.ndarray:
 def sort_order(keys: list[np.ndarray]) -> np.ndarray:
     """Stable argsort by several non-negative integer keys (first key most significant)."""
     return packed_sort(keys)[0]
-
-
-def packed_sort(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Stable argsort by non-negative integer keys, and the keys packed into one int64, sorted.
-
-    Packs the keys (each in ``max.bit_length()`` bits, the first most significant)
-    and the row index into one int64 and sorts that: several times faster than
-    ``np.lexsort``. Falls back to ``np.lexsort`` when they do not fit in 63 bits (the
-    packed keys are then None).
-    """
-    n = len(keys[0])
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    widths = [int(k.max()).bit_length() for k in keys]
-    idx_bits = int(n - 1).bit_length()
-    if sum(widths) + idx_bits > 62:
-        return np.lexsort(keys[::-1]), None
-    packed = np.zeros(n, dtype=np.int64)
-    for k, w in zip(keys, widths, strict=True):
-        packed <<= w
-        packed |= k
-    if np.all(packed[1:] >= packed[:-1]):
-        return np.arange(n), packed
-    packed <<= idx_bits
-    packed |= np.arange(n)
-    packed.sort()
-    return packed & ((1 << idx_bits) - 1), packed >> idx_bits
 
 
 def _fragment_words(target: Target) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import InvalidIRError
+from toolkit.exchange.sorting import packed_order
 from toolkit.target import Target
 
 # plan row word positions (the layout documented in toolkit.exchange.lower)
@@ -53,7 +54,7 @@ class _Transfers:
         dst = _i64(t["destination"])
         staged = (~t["staging_object"].is_null().to_numpy() if "staging_object" in t.columns
                   else np.zeros(t.height, dtype=bool))
-        order, _ = _packed_order([_rank(tid), dst])
+        order, _ = packed_order([_rank(tid), dst])
         if order is not None:
             tid, dst, staged = tid[order], dst[order], staged[order]
         first = _starts(tid)
@@ -106,33 +107,8 @@ def _rank(a: np.ndarray) -> np.ndarray:
 
 def _order(keys: list[np.ndarray]) -> np.ndarray:
     """Stable argsort by non-negative integer keys (first most significant)."""
-    order, _ = _packed_order(keys)
+    order, _ = packed_order(keys)
     return np.arange(len(keys[0])) if order is None else order
-
-
-def _packed_order(keys: list[np.ndarray]) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(stable argsort or None when already sorted, the keys packed into one int64 in sorted order or None).
-
-    One sort of the packed keys with the row index in the low bits; ``np.lexsort``
-    (and no packed keys) when they do not fit in 63 bits.
-    """
-    n = len(keys[0])
-    if n == 0:
-        return None, np.zeros(0, dtype=np.int64)
-    widths = [max(int(k.max()), 0).bit_length() for k in keys]
-    if min(int(k.min()) for k in keys) < 0 or sum(widths) + (n - 1).bit_length() > 62:
-        return np.lexsort(keys[::-1]), None
-    packed = np.zeros(n, dtype=np.int64)
-    for k, w in zip(keys, widths, strict=True):
-        packed <<= w
-        packed |= k
-    if np.all(packed[1:] >= packed[:-1]):
-        return None, packed
-    bits = (n - 1).bit_length()
-    packed <<= bits
-    packed |= np.arange(n)
-    packed.sort()
-    return packed & ((1 << bits) - 1), packed >> bits
 
 
 def _raise(msg: str, frame: pl.DataFrame, bad: np.ndarray) -> None:
@@ -252,7 +228,7 @@ def _check_staging(passes: pl.DataFrame, staged: np.ndarray, target: Target) -> 
 
     phase = pick(_i64(passes["phase"]))
     keys = [phase - phase.min() if len(phase) else phase, pick(_i64(passes["tile"])), pick(_i64(passes["pass"]))]
-    cell_order, cell = _packed_order(keys)     # (phase, tile, pass) cells
+    cell_order, cell = packed_order(keys)     # (phase, tile, pass) cells
     if cell is None:
         order = np.lexsort((pick(soff), *keys[::-1]))
         k = [a[order] for a in keys]
@@ -278,7 +254,7 @@ def _check_lanes(rows: pl.DataFrame) -> None:
     send = (rows["role"] == "send").to_numpy()
     keys = [phase - phase.min() if len(phase) else phase, step - step.min() if len(step) else step, tile,
             (~send).astype(np.int64)]
-    order, packed = _packed_order(keys)
+    order, packed = packed_order(keys)
     k = keys if order is None else [a[order] for a in keys]
     order = np.arange(len(phase)) if order is None else order
     if packed is not None:
