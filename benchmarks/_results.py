@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import platform
 import re
+import statistics
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,3 +37,13 @@ def write_section(name: str, body: str, *, command: str | None = None) -> None:
     tmp = RESULTS.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(RESULTS)
+
+
+def timed(fn, repeat: int) -> tuple[float, float, object]:
+    """(best seconds, median seconds, last result) of ``repeat`` calls of ``fn``."""
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), statistics.median(times), out

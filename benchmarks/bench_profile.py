@@ -8,12 +8,11 @@ field-by-field reader, timed on a slice of the same file and scaled per sample.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._results import write_section
+from benchmarks._results import timed, write_section
 from toolkit.profile import (
     barriers,
     crop,
@@ -31,14 +30,6 @@ from toolkit.profile.capnp_io import schema
 TILES = 1472
 TARGET_SECONDS = 2.0
 
-
-def _timed(fn, repeat: int) -> tuple[float, float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), statistics.median(times), out
 
 
 def _pycapnp_per_sample(path: Path, tiles: int) -> float:
@@ -71,22 +62,22 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cpath, ppath = Path(tmp) / "run.capnp", Path(tmp) / "run.parquet"
-        t_wc, _, _ = _timed(lambda: write_capnp(profile, cpath), 1)
-        t_wp, _, _ = _timed(lambda: write_parquet(profile, ppath), 1)
+        t_wc, _, _ = timed(lambda: write_capnp(profile, cpath), 1)
+        t_wp, _, _ = timed(lambda: write_parquet(profile, ppath), 1)
         size_c = cpath.stat().st_size
         size_p = sum(f.stat().st_size for f in ppath.iterdir())
         for label, reader, path in (("capnp", read_capnp, cpath), ("parquet", read_parquet, ppath)):
-            best_r, _, p = _timed(lambda reader=reader, path=path: reader(path), args.repeat)
-            best_c, _, c = _timed(lambda p=p: crop(p), args.repeat)
-            best_q, _, _ = _timed(lambda c=c: query(c, by="kernel"), args.repeat)
-            best_all, med_all, _ = _timed(
+            best_r, _, p = timed(lambda reader=reader, path=path: reader(path), args.repeat)
+            best_c, _, c = timed(lambda p=p: crop(p), args.repeat)
+            best_q, _, _ = timed(lambda c=c: query(c, by="kernel"), args.repeat)
+            best_all, med_all, _ = timed(
                 lambda reader=reader, path=path: query(crop(reader(path)), by="kernel"), args.repeat)
             rows.append((label, best_r, best_c, best_q, best_all, med_all))
         per_sample = _pycapnp_per_sample(cpath, 8)
-        t_bar, _, _ = _timed(lambda: barriers(profile), 1)
-        t_idle, _, _ = _timed(lambda: idle(profile).collect(), 1)
+        t_bar, _, _ = timed(lambda: barriers(profile), 1)
+        t_idle, _, _ = timed(lambda: idle(profile).collect(), 1)
         small = synthetic_profile(TILES, 200, seed=7)
-        t_pf, _, paths = _timed(lambda: export_perfetto(small, Path(tmp) / "trace.json"), 1)
+        t_pf, _, paths = timed(lambda: export_perfetto(small, Path(tmp) / "trace.json"), 1)
         pf_bytes = sum(p.stat().st_size for p in paths)
     base = per_sample * n
     lines = [

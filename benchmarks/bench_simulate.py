@@ -11,13 +11,12 @@ model is not tuned to them: the ratio column is what it is. Also times
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import polars as pl
 
 import toolkit
-from benchmarks._results import write_section
+from benchmarks._results import timed, write_section
 from toolkit.errors import ToolkitError
 from toolkit.profile import crop
 from toolkit.simulate import roofline, simulate
@@ -31,14 +30,6 @@ HARDWARE = {  # renderer-cropped cycles from seeds/joint-sram-placement.md
     "mlp-small-repeat": None,
 }
 
-
-def _timed(fn, repeat: int):
-    times, out = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), statistics.median(times), out
 
 
 def _by_kind(profile) -> dict[str, int]:
@@ -67,7 +58,7 @@ def case_rows(repeat: int) -> tuple[list[str], list[str]]:
             print(rows[-1], flush=True)
             continue
         compile_s = time.perf_counter() - t
-        best, _, p = _timed(lambda c=c: simulate(c), repeat)
+        best, _, p = timed(lambda c=c: simulate(c), repeat)
         sim = crop(p).cropped_cycles
         r = roofline(c)
         ideal = int(r.filter(pl.col("name") == "total")["ideal_cycles"].item())
@@ -88,7 +79,7 @@ def encoder(repeat: int) -> str:
     t = time.perf_counter()
     c = toolkit.compile("encoder-b8")
     compile_s = time.perf_counter() - t
-    best, median, p = _timed(lambda: simulate(c), repeat)
+    best, median, p = timed(lambda: simulate(c), repeat)
     sim = crop(p).cropped_cycles
     ideal = int(roofline(c).filter(pl.col("name") == "total")["ideal_cycles"].item())
     return (f"encoder-b8: simulate {best:.2f} s best, {median:.2f} s median of {repeat} "
