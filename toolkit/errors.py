@@ -26,12 +26,14 @@ class ToolkitError(Exception):
         value: Any = None,
         tile: int | None = None,
         op: str | None = None,
+        row: int | None = None,
     ) -> None:
         super().__init__(msg)
         self.field = field
         self.value = value
         self.tile = tile
         self.op = op
+        self.row = row
 
 
 class ModelError(ToolkitError, ValueError):

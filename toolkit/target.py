@@ -9,6 +9,7 @@ element table (offset, size, region, interleaved), not scattered constants.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
 import math
@@ -54,22 +55,85 @@ class AmpRate:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Costs:
-    """Kernel cost constants (measured on ``ipu-stack``'s IPU21 kernels)."""
+    """Cost constants of the IPU21 kernels and exchange, measured on hardware (``shared/HARDWARE.md``).
 
+    The formulas that read them live in :mod:`toolkit.costs` (one rule per
+    kernel kind, each naming its source). Every field is a non-negative whole
+    number of cycles, bytes or elements; overrides are validated.
+    """
+
+    # AMP matmul (HARDWARE.md section 1): 294 + panels x (4 R + 160)
     amp_call_cycles: int = 294
-    amp_feed_interleaved: int = 940      # weight-feed term G per 16-column group, interleaved weights
-    amp_feed_standard: int = 1063        # ... weights in standard memory
-    amp_fp32_row_factor: int = 4         # FP32 partials: rows x 4 ...
-    amp_fp32_feed: int = 2 * 1063        # ... and G = 2 x 1063
-    launch_cycles: int = 11
-    local_copy_cycles: int = 288
-    exchange_fragment_cycles: int = 160
+    amp_row_cycles: int = 4
+    amp_panel_cycles: int = 160
+    amp_panel_depth_f16: int = 16          # K per coefficient panel (FP16)
+    amp_panel_depth_f8: int = 32           # K per coefficient panel (FP8: twice the MAC rate)
+    amp_panel_cols: int = 16
+    amp_standard_feed_cycles: int = 1063   # standard-memory weight feed per 16 columns (the tool's pricing)
+    amp_packed_call_cycles: int = 342      # packed-output stores
+    amp_packed_row_cycles: int = 24
+    amp_packed_chunk_cycles: int = 184
+    amp_packed_panel_interleaved_cycles: int = 170
+    amp_packed_panel_standard_cycles: int = 202
+    # FP16 reduction of P partials (section 2): 282 + 6 ceil(E/48) (11 + 2 (P - 1))
+    reduce_call_cycles: int = 282
+    reduce_pass_elements: int = 48
+    reduce_pass_cycles: int = 11
+    reduce_partial_cycles: int = 2
+    # GELU (section 3): 330 + 462 ceil(E/96); pair path 480 per 48-pair block, 120 per tail pair, 342 setup
+    gelu_call_cycles: int = 330
+    gelu_block_elements: int = 96
+    gelu_block_cycles: int = 462
+    gelu_tail_block_cycles: int = 480
+    gelu_pair_cycles: int = 120
+    gelu_tail_call_cycles: int = 342
+    bias_gelu_call_cycles: int = 450
+    bias_gelu_quad_wave_cycles: int = 90   # 15 issue groups per quad x 6 workers, per 24 elements
+    elementwise_row_cycles: int = 228      # per extra row of a fused bias-GELU
+    # LayerNorm (section 3): 132 + rows (stats + apply + 1329)
+    ln_call_cycles: int = 132
+    ln_row_setup_cycles: int = 1329
+    ln_stats_cycles: int = 24
+    ln_stats_per48_cycles: int = 12
+    ln_stats_per24_cycles: int = 30
+    ln_apply_cycles: int = 66
+    ln_apply_per24_cycles: int = 72
+    ln_add_row_setup_cycles: int = 57      # fused residual add + LayerNorm: extra work
+    ln_add_stats_per48_cycles: int = 18
+    ln_add_stats_per24_cycles: int = 12
+    ln_add_apply_per24_cycles: int = 12
+    # add (section 3): 504 + rows 18 ceil(cols/24) + 234 (rows - 1)
+    add_call_cycles: int = 504
+    add_per24_cycles: int = 18
+    add_row_cycles: int = 234
+    # softmax (section 3): the cheaper of whole-row and split-row schedules
+    softmax_panel_cycles: int = 43
+    softmax_whole_call_cycles: int = 216
+    softmax_masked_call_cycles: int = 234
+    softmax_split_call_cycles: int = 408
+    softmax_segment_cycles: int = 128
+    softmax_final_cycles: int = 126
+    # local copies and casts (section 3): 288 per six-worker call plus 8 B/cycle
+    copy_call_cycles: int = 288
+    copy_bytes_per_cycle: int = 8
+    cast_bytes_per_cycle: int = 8
+    launch_cycles: int = 11                # supervisor kernel launch (SDK constant)
+    # exchange (section 4): max(payload / 4 B per cycle, control) per tile; per-phase overrun; global sync
+    exchange_send_cycles: int = 2
+    exchange_receive_cycles: int = 2
+    exchange_reset_cycles: int = 1
+    exchange_phase_cycles: int = 250       # measured 230-280 past the scheduled horizon per exchange phase
     sync_cycles: int = 600
-    load_bytes_per_cycle_standard: int = 8
-    load_bytes_per_cycle_interleaved: int = 16
-    internal_sync_cycles: int = 90
-    vector_bytes_per_cycle: int = 8      # elementwise kernels (layernorm, gelu, add, softmax) per worker pass
-    vector_overhead_cycles: int = 120
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                _fail(f"costs.{f.name}", value, "must be a non-negative integer")
+        for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
+                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle"):
+            if getattr(self, name) == 0:
+                _fail(f"costs.{name}", 0, "must be positive (it divides)")
 
 
 def _ipu21_elements() -> tuple[Element, ...]:
@@ -82,6 +146,7 @@ def _ipu21_amp() -> tuple[AmpRate, ...]:
     return (
         AmpRate(dtype="f16", partials="f16", block_rows=16, block_cols=16, macs_per_cycle=64),
         AmpRate(dtype="f16", partials="f32", block_rows=16, block_cols=16, macs_per_cycle=32),
+        AmpRate(dtype="f8", partials="f16", block_rows=32, block_cols=16, macs_per_cycle=128),
     )
 
 
@@ -226,12 +291,19 @@ def _apply(target: Target, overrides: dict[str, Any], *, source: str) -> Target:
             except TypeError as exc:
                 msg = f"bad {key} entry in {source}: {exc}"
                 raise OptionError(msg, field=key, value=values[key]) from exc
-    if isinstance(values.get("costs"), dict):
-        try:
-            values["costs"] = dataclasses.replace(target.costs, **values["costs"])
-        except TypeError as exc:
-            msg = f"bad costs override in {source}: {exc}"
-            raise OptionError(msg, field="costs", value=values["costs"]) from exc
+    if "costs" in values and not isinstance(values["costs"], Costs):
+        given = values["costs"]
+        if not isinstance(given, dict):
+            msg = f"costs in {source} must be a table of cost fields, got {given!r}"
+            raise OptionError(msg, field="costs", value=given)
+        known = {f.name for f in dataclasses.fields(Costs)}
+        bad = sorted(set(given) - known)
+        if bad:
+            close = difflib.get_close_matches(bad[0], known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            msg = f"unknown cost field costs.{bad[0]} in {source}{hint} (fields: toolkit.target.Costs)"
+            raise OptionError(msg, field=f"costs.{bad[0]}", value=given[bad[0]])
+        values["costs"] = dataclasses.replace(target.costs, **given)
     for key in ("code_regions",):
         if key in values:
             values[key] = tuple(values[key])
