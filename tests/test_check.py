@@ -43,7 +43,8 @@ def tiny() -> toolkit.Compilation:
 def test_mlp_small_repeat_passes(small, small_result) -> None:
     r = small_result
     assert r.passed, r.message
-    assert 0 < r.max_abs_error < 0.02
+    assert 0 < r.max_abs_error < 0.3 and r.max_rel_error < 0.05   # FP8 activation casts show against the exact model
+    assert r.max_abs_deviation < 0.02   # the op-by-op reference: a correct program deviates by FP16 ulps
     assert r.max_rel_error == pytest.approx(r.max_abs_error / r.outputs["max_abs_expected"][0])
     assert r.outputs.schema == pl.Schema(OUTPUTS_SCHEMA)
     assert r.outputs["tensor"].to_list() == ["mlp.residual.out"]
@@ -62,7 +63,7 @@ def test_worst_elements_point_into_their_objects(small, small_result) -> None:
     assert w.schema == pl.Schema(WORST_SCHEMA)
     assert w.height == 20
     assert (w["abs_error"].diff().drop_nulls() <= 0).all()
-    assert w["abs_error"][0] == pytest.approx(small_result.max_abs_error)
+    assert w["abs_error"][0] == pytest.approx(small_result.max_abs_deviation)
     placed = w.join(small.placement.placement, on="object_id").join(
         small.schedule.objects.select("object_id", "size_bytes"), on="object_id")
     assert (placed["tile"] == placed["tile_right"]).all()
@@ -75,7 +76,7 @@ def test_tiny_attention_separate_and_fused() -> None:
     for fused in (False, True):
         r = check(_tiny(fused))
         assert r.passed, r.message
-        assert r.max_abs_error < 0.01
+        assert r.max_abs_deviation < 0.01 and r.max_rel_error < 0.05
         assert {"attn.scores", "attn.softmax", "attn.values"} <= set(r.operands["op"])
 
 
@@ -239,13 +240,29 @@ def test_staging_window_on_a_live_weight_fails(small) -> None:
     assert f"tile {stage['tile']}" in r.message
 
 
+def test_verdict_stays_exact_at_depth() -> None:
+    # eight FP8 blocks with FP16 partials: against a global reference the F143 casts would drift by whole steps
+    # layer after layer; each kernel checked on its own inputs keeps the verdict exact, the drift is reported
+    g = toolkit.build_graph("mlp-small-repeat", blocks=8)
+    c = toolkit.compile(g, options={"inner_split": 2, "row_shard": 2, "simulate": False})
+    r = check(c)
+    assert r.passed, r.message
+    out = r.operands.filter(pl.col("operand") == "output")
+    assert out["mismatches"].sum() == 0 and out.height == 8 * g.ops.height
+    assert r.max_abs_deviation > 0 and r.max_rel_error < 0.1
+
+
 def test_inner_split_partials_reduce_and_waves() -> None:
     c = toolkit.compile("mlp-small-repeat", options={"inner_split": 2, "row_shard": 2})
     kernels = set(c.schedule.commands["kernel"])
-    assert {"amp_matmul_f32", "reduce"} <= kernels
+    assert {"amp_matmul_f8", "reduce"} <= kernels   # FP8 inputs on the FP8 AMP, FP16 partials
     r = check(c)
     assert r.passed, r.message
-    assert r.max_abs_error < 0.02
+    assert r.max_rel_error < 0.05   # the exact model: FP8 activation casts, FP16 storage and partials show
+    c32 = toolkit.compile("mlp-small-repeat", options={"inner_split": 2, "row_shard": 2, "partials": "f32"})
+    assert {"amp_matmul_f8_p32", "reduce"} <= set(c32.schedule.commands["kernel"])
+    r32 = check(c32)
+    assert r32.passed, r32.message
 
 
 def test_small_encoder_batch_two_repeated_passes() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "toolkit"
-FOUNDATION = {"errors", "tables", "target", "numerics", "options", "files", "intervals"}
+FOUNDATION = {"errors", "tables", "target", "costs", "numerics", "options", "files", "intervals"}
 PIPELINE = ["graph", "layout", "schedule", "exchange", "tiles", "package", "placement", "simulate", "check"]
 # cross-cutting modules and what they may use
 ALLOWED = {

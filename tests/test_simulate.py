@@ -26,7 +26,7 @@ from toolkit.tiles import lower_tiles
 
 IPU = ipu21()
 SYNC = IPU.costs.sync_cycles  # 600
-FRAG = IPU.costs.exchange_fragment_cycles  # 160
+OVERRUN = IPU.costs.exchange_phase_cycles  # 250: an exchange phase lasts this long past its last activity
 
 
 # -- a hand-built program -------------------------------------------------------------------------
@@ -44,7 +44,9 @@ def program(phases: list[tuple[str, str]], commands: list[tuple],
         "command_id": range(len(commands)), "phase": [c[0] for c in commands], "tile": [c[1] for c in commands],
         "op_id": [c[0] for c in commands], "kernel": [c[2] for c in commands], "rows": [16] * len(commands),
         "cols": [32] * len(commands), "inner": [64] * len(commands), "groups": [(*c, 1)[4] for c in commands],
-        "calls": [1] * len(commands), "launches": [1] * len(commands), "est_cycles": [c[3] for c in commands],
+        "dtype": ["f16"] * len(commands), "weight_class": [None] * len(commands), "panels": [0] * len(commands),
+        "calls": [1] * len(commands), "launches": [1] * len(commands), "cast_cycles": [0] * len(commands),
+        "est_cycles": [c[3] for c in commands],
     }, schema=COMMANDS_SCHEMA)
     rows = [(tid, p, s, d, b) for tid, p, s, ds, b in transfers for d in ds]
     tr = tables.frame({
@@ -77,8 +79,9 @@ def test_golden_two_phase_program() -> None:
     assert dict(p.samples.schema) == tables.SAMPLES_SCHEMA
     assert (p.source, p.clock_hz, p.schema_version) == ("simulated", IPU.clock_hz, 5)
     got = p.samples.select("tile", "sample", "phase", "kind", "kernel", "operation", "start_cycle", "end_cycle")
-    x01 = 100 + 2 * FRAG  # 400 B: ceil(400 / 4) cycles + two packets
-    x10 = 10 + FRAG
+    x01 = 100  # 400 B at 4 B/cycle (two packets: control 2 x 2 + 1 = 5 cycles, hidden under the payload)
+    x10 = 10
+    res = 3500 + x01 + OVERRUN   # the exchange phase runs OVERRUN cycles past its last activity
     assert got.rows() == [
         (0, 0, 0, "synchronization", "", "initial_sync", 1000, 1600),
         (0, 1, 0, "compute", "amp_matmul_f16", "fc", 1600, 2900),
@@ -88,14 +91,14 @@ def test_golden_two_phase_program() -> None:
         (1, 1, 0, "compute", "gelu", "fc", 1600, 2100),
         (1, 2, 1, "synchronization", "", "x", 2900, 3500),
         (1, 3, 2, "exchange", "", "x", 3500, 3500 + x01),
-        (1, 4, 3, "compute", "add", "res", 3500 + x01, 3500 + x01 + 200),
+        (1, 4, 3, "compute", "add", "res", res, res + 200),
     ]
     assert p.samples.filter(kind="exchange")["exchange_event_cycles"].to_list() == [x01, x01]
     assert p.metadata.rows() == [(0, 1, "invocations", "1"), (1, 1, "invocations", "1"), (1, 4, "invocations", "1")]
     acts = p.activities.select("tile", "sample", "kind", "fanout", "start_cycle", "end_cycle").sort("tile", "kind")
     assert acts.rows() == [(0, 3, "receive", 1, 0, x10), (0, 3, "send", 1, 0, x01),
                            (1, 3, "receive", 1, 0, x01), (1, 3, "send", 1, 0, x10)]
-    assert crop(p).cropped_cycles == 3500 + x01 + 200 - 1000
+    assert crop(p).cropped_cycles == res + 200 - 1000
     assert validate(p, file="<simulated>").samples.equals(p.samples)  # passes the readers' own checks
 
 
@@ -131,7 +134,7 @@ def test_passes_after_the_first_are_preceded_by_a_sync() -> None:
                 staged=True)
     assert sorted(c.exchange.groups["pass"].to_list()) == [0, 1]   # one group per pass (either may go first)
     p = simulate(c)
-    one = 16 + FRAG
+    one = 16   # 64 B at 4 B/cycle
     acts = p.activities.filter(tile=1).sort("start_cycle")
     assert acts.select("start_cycle", "end_cycle").rows() == [(0, one), (one + SYNC, 2 * one + SYNC)]
     assert int(p.samples.filter(tile=1, kind="exchange")["exchange_event_cycles"].item()) == 2 * one + SYNC
@@ -352,12 +355,14 @@ def test_roofline(mlp, small_repeat) -> None:
     total = r.filter(name="total").row(0, named=True)
     macs = 2 * 729 * 4304 * 1152
     assert total["macs"] == macs
-    assert total["ideal_cycles"] == -(-macs // (1472 * 64))
-    assert r.filter(kind="gelu")["macs"].item() == 0
+    # FP8 weights run the FP8 AMP: 128 MAC/cycle/tile; the total sums the per-op ideals
+    assert r.filter(kind="matmul")["precision"].to_list() == ["f8", "f8"]
+    assert total["ideal_cycles"] == 2 * -(-(macs // 2) // (1472 * 128))
+    assert r.filter(kind="gelu")["macs"].item() == 0 and r.filter(kind="gelu")["precision"].item() is None
     rr = roofline(small_repeat)
     assert rr.filter(name="total")["macs"].item() == 3 * 2 * 129 * 128 * 256
     assert rr.filter(name="mlp.fc1")["instances"].item() == 3
-    assert roofline(small_repeat, tiles=64).filter(name="total")["ideal_cycles"].item() == -(-3 * 2 * 129 * 128 * 256
-                                                                                            // (64 * 64))
+    assert roofline(small_repeat, tiles=64).filter(name="total")["ideal_cycles"].item() == 2 * -(-3 * 129 * 128 * 256
+                                                                                                // (64 * 128))
     with pytest.raises(OptionError, match=r"tiles=0 is not a positive number of tiles; use e.g. 1472"):
         roofline(mlp, tiles=0)

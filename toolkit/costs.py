@@ -51,6 +51,12 @@ PARTIALS = ("f16", "f32")
 #: the element type (``f16`` / ``f8``) each stored tensor dtype feeds the AMP with
 PRECISION = {"f16": "f16", "f32": "f16", "f8_143": "f8", "f8_152": "f8"}
 
+#: the kernel symbols the schedule's commands name, and the rule that prices each
+KERNEL_SYMBOLS = {
+    "amp_matmul_f16": "matmul", "amp_matmul_f8": "matmul", "amp_matmul_f16_p32": "matmul",
+    "amp_matmul_f8_p32": "matmul", **{k: k for k in KERNELS if k != "matmul"},
+}
+
 INVOCATIONS_SCHEMA = {
     "kernel": pl.String, "dtype": pl.String, "weight_class": pl.String,
     "rows": pl.Int64, "cols": pl.Int64, "inner": pl.Int64,
@@ -347,9 +353,10 @@ def _ints(inv: pl.DataFrame, name: str) -> np.ndarray:
 def _check(x: Cols, name: str, bad: np.ndarray, expected: str) -> None:
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        msg = (f"invocations row {row} (kernel {x['kernel'][row]!r}): {name}={x[name][row]!r} is not valid; "
+        value = x[name][row].item() if isinstance(x[name][row], np.generic) else x[name][row]
+        msg = (f"invocations row {row} (kernel {x['kernel'][row]!r}): {name}={value!r} is not valid; "
                f"expected {expected}" + (f" ({int(bad.sum())} rows like it)" if bad.sum() > 1 else ""))
-        raise OptionError(msg, field=name, value=x[name][row], row=row)
+        raise OptionError(msg, field=name, value=value, row=row)
 
 
 # -- helpers the stages call with numpy columns ------------------------------------------------------------------
@@ -371,6 +378,17 @@ def cycles(kernel: str, target: Target, *, rows, cols, inner=0, dtype="f16", wei
     return RULES[kernel](x, target.costs).reshape(r.shape)
 
 
+def copies_cycles(calls, total_bytes, target: Target) -> np.ndarray:
+    """``calls`` local copy calls moving ``total_bytes`` in all: the copy rule summed over the calls.
+
+    Exact but for the per-call rounding of ``bytes / 8`` (under one cycle per
+    call); the refine step counts copies this way without listing each one.
+    """
+    c = target.costs
+    calls = np.asarray(calls, dtype=np.int64)
+    return calls * c.copy_call_cycles + _cdiv(total_bytes, c.copy_bytes_per_cycle)
+
+
 def exchange_cycles(payload_bytes, control, target: Target) -> np.ndarray:
     """One tile's exchange work: ``max(payload / 4 B per cycle, control)`` (HARDWARE.md section 4).
 
@@ -388,6 +406,18 @@ def control_cycles(sends, receives, resets, target: Target) -> np.ndarray:
             * c.exchange_receive_cycles + np.asarray(resets, np.int64) * c.exchange_reset_cycles)
 
 
+def group_cycles(words, packets, target: Target) -> np.ndarray:
+    """One exchange group (one source's fragment to its destinations in one step).
+
+    ``max(payload at 4 B/cycle, control)``: the source issues one send per
+    packet and every destination one receive per packet, each with one
+    pointer reset, and the two ends run at once, so the control work is
+    ``2 packets + 1`` cycles on either end.
+    """
+    payload = np.asarray(words, dtype=np.int64) * target.word_bytes
+    return exchange_cycles(payload, control_cycles(packets, 0, 1, target), target)
+
+
 def phase_overhead_cycles(target: Target) -> int:
     """Cycles an exchange phase runs past its scheduled horizon (measured 230-280 per phase)."""
     return int(target.costs.exchange_phase_cycles)
@@ -401,5 +431,6 @@ def rules() -> pl.DataFrame:
     return pl.DataFrame({"kernel": names, "rule": docs})
 
 
-__all__ = ["INVOCATIONS_SCHEMA", "KERNELS", "PRECISION", "amp_panels", "control_cycles", "cycles",
-           "exchange_cycles", "kernel_cycles", "phase_overhead_cycles", "rules"]
+__all__ = ["INVOCATIONS_SCHEMA", "KERNELS", "KERNEL_SYMBOLS", "PRECISION", "amp_panels", "control_cycles",
+           "copies_cycles", "cycles", "exchange_cycles", "group_cycles", "kernel_cycles", "phase_overhead_cycles",
+           "rules"]

@@ -17,6 +17,8 @@ from toolkit.errors import OptionError
 
 ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
+WEIGHT_DTYPES = ("f8_143", "f8_152", "f16")
+PARTIALS = ("f16", "f32")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +38,8 @@ class Options:
     beam_width: int = 4
     tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
     placement_time_limit: float = 2.0
+    weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
+    partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     simulate: bool = True                      # attach a simulated cycle profile
     check: bool = False                        # run the functional check (slower)
     seed: int = 0
@@ -52,6 +56,12 @@ class Options:
         if self.weight_class is not None and self.weight_class not in WEIGHT_CLASSES:
             msg = f"option weight_class={self.weight_class!r} must be one of {WEIGHT_CLASSES}"
             raise OptionError(msg, field="weight_class", value=self.weight_class)
+        if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_DTYPES:
+            msg = f"option weight_dtype={self.weight_dtype!r} must be one of {WEIGHT_DTYPES} (or None: the preset's)"
+            raise OptionError(msg, field="weight_dtype", value=self.weight_dtype)
+        if self.partials not in PARTIALS:
+            msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
+            raise OptionError(msg, field="partials", value=self.partials)
         if self.fused_qkv is not None and not isinstance(self.fused_qkv, bool):
             msg = f"option fused_qkv={self.fused_qkv!r} must be true, false or None"
             raise OptionError(msg, field="fused_qkv", value=self.fused_qkv)

@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from toolkit.errors import ModelError
+from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
@@ -125,11 +125,16 @@ class Compilation:
             inst, default=1, return_dtype=pl.Int64)).sum()).item())
 
 
-def resolve_graph(workload: str | Workload | Graph) -> Graph:
+def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None) -> Graph:
+    """The graph of a preset name or Workload (``weight_dtype`` overrides its weights' format), or a Graph as given."""
     if isinstance(workload, Graph):
+        if weight_dtype is not None:
+            msg = (f"option weight_dtype={weight_dtype!r} applies to a preset name or a Workload; a Graph carries its "
+                   f"own tensor dtypes (build it with weight_dtype=...)")
+            raise OptionError(msg, field="weight_dtype", value=weight_dtype)
         return workload
     if isinstance(workload, str | Workload):
-        return build_graph(workload)
+        return build_graph(workload, weight_dtype=weight_dtype)
     msg = f"workload must be a preset name, a Workload or a Graph, got {type(workload).__name__}"
     raise ModelError(msg, field="workload", value=workload)
 
@@ -153,7 +158,7 @@ def compile(
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         return out
 
-    graph = step("graph", resolve_graph, workload)
+    graph = step("graph", resolve_graph, workload, opts.weight_dtype)
     layout = step("layout", search_layouts, graph, target, opts)
     beam = (layout.candidates.filter(pl.col("beam"))
             .sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id"))

@@ -153,7 +153,8 @@ def _ipu21_amp() -> tuple[AmpRate, ...]:
 def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
     # Bytes of linked code per kernel symbol (overridable; replaced by measured sizes).
     return (
-        ("amp_matmul_f16", 6144), ("amp_matmul_f32", 6656), ("layernorm", 2304),
+        ("amp_matmul_f16", 6144), ("amp_matmul_f8", 6656), ("amp_matmul_f16_p32", 6656), ("amp_matmul_f8_p32", 7168),
+        ("reduce", 1024), ("layernorm", 2304), ("add_layernorm", 2560), ("bias_gelu", 1792),
         ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
         ("copy", 512), ("scale", 640),
     )

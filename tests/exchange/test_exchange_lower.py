@@ -96,8 +96,13 @@ def test_est_cycles_model() -> None:
     t = pl.DataFrame({"transfer_id": [1], "phase": [3], "source": [0], "destination": [1], "size_bytes": [400],
                       "staging_object": [1]})
     s = lower_exchanges(t, IPU).summary.row(0, named=True)
-    # 100 words at 4 B/cycle over 4 B words: 100 cycles, plus 2 packets (64 + 36) x 160
-    assert s["est_cycles"] == 100 + 2 * 160
+    # 100 words at 4 B/cycle over 4 B words: 100 cycles; two packets (64 + 36) cost 2 x 2 + 1 = 5 cycles of control,
+    # hidden under the payload; plus the measured per-phase overrun
+    assert s["est_cycles"] == 100 + IPU.costs.exchange_phase_cycles
+    many = pl.DataFrame({"transfer_id": [1], "phase": [3], "source": [0], "destination": [1], "size_bytes": [8],
+                         "staging_object": [1]})
+    tiny = lower_exchanges(many, IPU.replace(costs={"exchange_send_cycles": 9})).summary.row(0, named=True)
+    assert tiny["est_cycles"] == 9 + 1 + IPU.costs.exchange_phase_cycles   # 2 words: control-bound
 
 
 def test_wider_plan_rows_keep_the_nine_fields_and_narrow_ones_refused() -> None:

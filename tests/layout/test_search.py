@@ -8,13 +8,19 @@ from toolkit.layout.cost import amp_cycles
 from toolkit.options import Options, as_options
 
 
-def test_amp_microblock_cost_matches_design():
+def test_amp_cell_cost_is_the_hardware_panel_formula():
     t = toolkit.ipu21()
-    # one 16 x 16 microblock with 36 rows: 294 call + (ceil(16*36/4) + ceil(940/4)) + 11 launch
-    cyc, calls, launches = amp_cycles(36, 16, 16, t, interleaved=True)
-    assert calls == 1 and launches == 1 and cyc == 294 + 144 + 235 + 11
-    std, _, _ = amp_cycles(36, 16, 16, t, interleaved=False)
+    # one K16 x C16 panel with 36 rows: 294 call + (4 x 36 + 160) + 11 launch (HARDWARE.md section 1)
+    cyc, calls, launches, cast = amp_cycles(36, 16, 16, t, weight_class="interleaved")
+    assert calls == 1 and launches == 1 and cast == 0 and cyc == 294 + 144 + 160 + 11
+    std, _, _, _ = amp_cycles(36, 16, 16, t, weight_class="standard")
     assert std > cyc
+    # FP8: one K32 x C16 panel holds 32 deep, so K = 32 is still one panel; the FP16 left panel is cast first
+    f8, _, l8, cast8 = amp_cycles(36, 16, 32, t, weight_class="interleaved", dtype="f8", cast=True)
+    assert l8 == 1 and cast8 == 288 + 36 * 32 * 2 // 8 and f8 == 294 + 144 + 160 + 11 + cast8
+    # inner_block splits the inner dimension into calls; each call pays the call and the launch again
+    two, calls2, launches2, _ = amp_cycles(36, 16, 32, t, weight_class="interleaved", inner_block=16)
+    assert calls2 == 2 and launches2 == 2 and two == 2 * (294 + 144 + 160 + 11)
 
 
 def test_candidates_frame_and_choice():

@@ -78,7 +78,8 @@ def tiny_schedule(shapes):
                            "wave": [0], "est_cycles": [100]}, schema=PHASES_SCHEMA)
     commands = pl.DataFrame({"command_id": range(n), "phase": [0] * n, "tile": range(n), "op_id": [0] * n,
                              "kernel": ["layernorm"] * n, "rows": shapes, "cols": [64] * n, "inner": [0] * n,
-                             "groups": [1] * n, "calls": [1] * n, "launches": [1] * n, "est_cycles": [100] * n},
+                             "groups": [1] * n, "dtype": ["f16"] * n, "weight_class": [None] * n, "panels": [0] * n,
+                             "calls": [1] * n, "launches": [1] * n, "cast_cycles": [0] * n, "est_cycles": [100] * n},
                             schema=COMMANDS_SCHEMA)
     operands = pl.DataFrame({"command_id": [*range(n), *range(n)], "object_id": [*range(n), *range(n, 2 * n)],
                              "role": ["i"] * n + ["out"] * n, "offset": [0] * (2 * n)}, schema=OPERANDS_SCHEMA)

@@ -45,15 +45,15 @@ def test_kernel_code_per_symbol_used_on_the_tile(repeat2):
     obj = packaged(c).objects.filter(pl.col("name").str.starts_with("kernel:"))
     used = c.schedule.commands.select("tile", ("kernel:" + pl.col("kernel")).alias("name")).unique()
     assert obj.select("tile", "name").sort("tile", "name").equals(used.sort("tile", "name"))
-    amp = obj.filter(pl.col("name") == "kernel:amp_matmul_f16")["size_bytes"].unique().to_list()
-    assert amp == [c.target.code_bytes("amp_matmul_f16")]
+    amp = obj.filter(pl.col("name") == "kernel:amp_matmul_f8")["size_bytes"].unique().to_list()
+    assert amp == [c.target.code_bytes("amp_matmul_f8")]
     bigger = c.target.replace(kernel_code_bytes=(*c.target.kernel_code_bytes, ("gelu", 4000)))
     resized = packaged(c, bigger).objects.filter(pl.col("name") == "kernel:gelu")["size_bytes"].unique().to_list()
     assert resized == [4000]
 
 
 def test_a_kernel_without_a_code_size_is_named(repeat2):
-    t = repeat2.target.replace(kernel_code_bytes=(("amp_matmul_f16", 6144),))
+    t = repeat2.target.replace(kernel_code_bytes=(("amp_matmul_f8", 6656),))
     with pytest.raises(OptionError, match=r"no code size for kernel\(s\) \['add', 'gelu', 'layernorm'\]"):
         packaged(repeat2, t)
 

@@ -112,13 +112,22 @@ def test_inner_split_reduce_scatters_the_panel_over_its_split_tiles():
     s = schedule(g, LayoutParams(row_block=2, inner_split=2, panel_groups=2), T, tiles=8)
     verify_schedule(s)
     fc1 = s.commands.filter(pl.col("op_id") == 1)
-    amp = fc1.filter(pl.col("kernel") == "amp_matmul_f32")
+    amp = fc1.filter(pl.col("kernel") == "amp_matmul_f8")   # FP8 weights: the FP8 AMP, FP16 partials
     red = fc1.filter(pl.col("kernel") == "reduce")
+    assert (amp["dtype"] == "f8").all() and (amp["weight_class"] == "interleaved").all()
     assert amp.height == 2 and amp["cols"].to_list() == [32, 32] and amp["inner"].to_list() == [16, 16]
     assert red.height == 2 and red["cols"].to_list() == [16, 16] and red["inner"].to_list() == [2, 2]
     assert sorted(red["tile"].to_list()) == sorted(amp["tile"].to_list())   # both split tiles reduce
     partials = s.transfers.filter(pl.col("phase") == red["phase"][0] - 1)
-    # each split tile sends the other one the half it reduces: 2 rows x 16 columns of FP32
-    assert partials.height == 2 and partials["size_bytes"].to_list() == [2 * 16 * 4] * 2
+    # each split tile sends the other one the half it reduces: 2 rows x 16 columns of FP16 partials
+    assert partials.height == 2 and partials["size_bytes"].to_list() == [2 * 16 * 2] * 2
     out = s.objects.filter(pl.col("name") == "mlp.fc1.out")
     assert out["size_bytes"].to_list() == [2 * 16 * 2] * 2
+    # the reduction is priced by the FP16 rule: 282 + 6 ceil(32 / 48) (11 + 2) + launch
+    assert red["est_cycles"].to_list() == [282 + 6 * 13 + T.costs.launch_cycles] * 2
+    # FP32 partials only when asked: twice the bytes on the wire and in memory
+    s32 = schedule(g, LayoutParams(row_block=2, inner_split=2, panel_groups=2, partials="f32"), T, tiles=8)
+    verify_schedule(s32)
+    assert set(s32.commands.filter(pl.col("op_id") == 1)["kernel"].unique()) == {"amp_matmul_f8_p32", "reduce"}
+    p32 = s32.transfers.filter(pl.col("phase") == red["phase"][0] - 1)
+    assert p32["size_bytes"].to_list() == [2 * 16 * 4] * 2

@@ -5,12 +5,16 @@ from their objects: FP16 activations as float32, FP8 weights decoded,
 FP32 partials) and returns float32 results that the caller rounds to the
 output object's element type (FP16, or FP32 for partials).
 
-- ``linear`` (amp_matmul_f16 / amp_matmul_f32 with weights): ``A W (+ b)``;
-  products accumulated in FP32 (``partials="f16"`` instead rounds the running
-  sum to FP16 after every 16-deep AMP inner block). The bias is an operand of
-  the first inner-split cell only, so it is added to that cell's FP32 partial.
+- ``linear`` (``amp_matmul_f16`` / ``amp_matmul_f8``, ``_p32`` for FP32 partials,
+  with weights): ``A W (+ b)``; products accumulated in FP32 (``partials="f16"``
+  instead rounds the running sum to FP16 after every 16-deep AMP inner block)
+  and rounded to the output object's type (FP16 outputs and FP16 partials).
+  The FP8 AMP reads FP8 inputs: the FP16 left panel is cast to F143 at
+  :data:`ACTIVATION_SCALE` first (round to nearest even, as the cast kernel).
+  The bias is an operand of the first inner-split cell only, so it is added
+  to that cell's partial.
 - ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
-- ``reduce``: sum of the S FP32 partials (the bias is already in partial 0).
+- ``reduce``: sum of the S partials in FP32 (the bias is already in partial 0).
 - ``layernorm`` (eps 1e-6), ``gelu`` (tanh form), ``softmax`` of
   ``x / sqrt(head_dim)`` over the row, ``add``: computed in FP32.
 """
@@ -26,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.check.reference import GELU_C, LN_EPS
+from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, GELU_C, LN_EPS
+from toolkit.numerics import quantize
 
 AMP_BLOCK = 16
 
@@ -48,8 +53,11 @@ def _matmul(a: np.ndarray, b: np.ndarray, ctx: KernelContext, fp16_partials: boo
     return acc
 
 
-def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContext, fp32_out: bool) -> np.ndarray:
+def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContext, fp32_out: bool,
+           fp8: bool = False) -> np.ndarray:
     a = ins[0][:, 0]                      # [n, rows, inner]
+    if fp8:   # the cast of the left panel that feeds the FP8 AMP
+        a = quantize(a, ACTIVATION_FORMAT, ACTIVATION_SCALE).astype(a.dtype)
     w = ws[0][:, 0]                       # [n, inner, cols]
     y = _matmul(a, w, ctx, ctx.partials == "f16" and not fp32_out)
     if len(ws) > 1 and ws[1] is not None:
@@ -68,13 +76,14 @@ def values(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
 
 
 def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
-    return ins[0].sum(axis=1, dtype=np.float32)[:, None]
+    return ins[0].sum(axis=1, dtype=np.result_type(ins[0], np.float32))[:, None]
 
 
 def layernorm(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
     x = ins[0]
-    mean = x.mean(axis=-1, keepdims=True, dtype=np.float32)
-    var = np.square(x - mean).mean(axis=-1, keepdims=True, dtype=np.float32)
+    acc = np.result_type(x, np.float32)   # FP32 statistics (float64 when the check's local reference runs it)
+    mean = x.mean(axis=-1, keepdims=True, dtype=acc)
+    var = np.square(x - mean).mean(axis=-1, keepdims=True, dtype=acc)
     y = (x - mean) / np.sqrt(var + np.float32(LN_EPS))
     return y * ws[0][:, :, :1] + ws[1][:, :, :1]
 
@@ -98,7 +107,9 @@ def add(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
 Rule = Callable[[list[np.ndarray], list, KernelContext], np.ndarray]
 RULES: dict[str, Rule] = {
     "linear_f16": lambda i, w, c: linear(i, w, c, fp32_out=False),
-    "linear_f32": lambda i, w, c: linear(i, w, c, fp32_out=True),
+    "linear_f16_p32": lambda i, w, c: linear(i, w, c, fp32_out=True),
+    "linear_f8": lambda i, w, c: linear(i, w, c, fp32_out=False, fp8=True),
+    "linear_f8_p32": lambda i, w, c: linear(i, w, c, fp32_out=True, fp8=True),
     "scores": scores,
     "values": values,
     "reduce": reduce,
@@ -150,6 +161,6 @@ def rule_name(kernel: str, op_name: str, has_weights: bool) -> str:
     """The rule of a command: its kernel, with AMP matmuls split by what they multiply."""
     if kernel.startswith("amp_matmul"):
         if has_weights:
-            return "linear_f32" if kernel == "amp_matmul_f32" else "linear_f16"
+            return "linear_" + kernel.removeprefix("amp_matmul_")
         return "scores" if op_name.endswith(".scores") else "values"
     return kernel

@@ -10,9 +10,15 @@ Data (one seeded ``numpy.random.Generator``, tensors drawn in tensor-id order):
 - LayerNorm gamma ``1 + 0.1 N(0, 1)``, beta and biases ``0.1 N(0, 1)``, FP16.
 
 Weights of a repeated block are drawn once per instance. The reference uses
-exactly the stored values (decoded codes), computes in float64 without
-intermediate rounding and keeps every tensor of every instance (as float32,
-which is far below FP16 resolution) so the check can compare any operand.
+exactly the stored values (decoded codes), computes each op in float64 from
+its inputs' stored values and rounds the op's result to its tensor's storage
+type (FP16), as the program stores it, so a correct program differs only by
+accumulation order (and its FP16 partials), a few FP16 ulps. Rounding every
+stored value matters where an FP8 matmul casts its FP16 left operand to F143:
+an unrounded reference would sit across F143 rounding boundaries from the
+stored value and flip codes a correct program cannot match. It keeps every
+tensor of every instance (as float32, far below FP16 resolution) so the check
+can compare any operand.
 
 Op semantics shared with the simulated kernels (:mod:`toolkit.check.kernels`):
 LayerNorm with ``eps = 1e-6`` over the last axis; GELU in its tanh form;
@@ -31,6 +37,9 @@ from toolkit.graph import Graph
 from toolkit.numerics import decode, encode
 
 LN_EPS = 1e-6
+#: FP8 matmuls read their left operand cast to F143 at this scale (activations are O(1): LayerNorm and GELU outputs)
+ACTIVATION_FORMAT = "f143"
+ACTIVATION_SCALE = 0
 GELU_C = float(np.sqrt(2.0 / np.pi))
 FP8 = {"f8_143": "f143", "f8_152": "f152"}
 
@@ -107,11 +116,17 @@ def _weight_kinds(graph: Graph) -> dict[int, str]:
 
 
 # -- the reference forward pass ------------------------------------------------
-def run_reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]:
+def run_reference(graph: Graph, data: Data, *, stored: bool = True,
+                  outputs_only: bool = False) -> dict[tuple[int, int], np.ndarray]:
     """Every tensor of every instance, ``(tensor_id, instance) -> float32 [G, R, C]``.
 
     Inputs and weights appear under their instance too (a carried input under
-    each instance holds that instance's input).
+    each instance holds that instance's input). ``stored`` (the default) is
+    the op-by-op semantics of the program: every result rounded to its storage
+    type, FP8 matmuls reading F143 casts of their left operand. ``stored=False``
+    is the exact model the numerics are measured against (as a hardware check
+    compares with an FP32 model): float64 from the stored weights and input,
+    nothing else rounded. ``outputs_only`` keeps just the graph outputs.
     """
     shapes = {t: tensor3(s) for t, s in zip(graph.tensors["tensor_id"].to_list(),
                                             graph.tensors["shape"].to_list(), strict=True)}
@@ -121,6 +136,8 @@ def run_reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]
     n_inst = int(reps["instances"].max()) if reps.height else 1
     carried = (int(reps["carried_in"][0]), int(reps["carried_out"][0])) if reps.height else None
     ops = list(graph.ops.iter_rows(named=True))
+    dtypes = dict(zip(graph.tensors["tensor_id"].to_list(), graph.tensors["dtype"].to_list(), strict=True))
+    fp8 = {t for t, d in dtypes.items() if d in FP8}
     cur: dict[int, np.ndarray] = {t: v[0] for t, v in data.values.items() if roles[t] == "input"}
     out: dict[tuple[int, int], np.ndarray] = {}
     for inst in range(n_inst):
@@ -128,25 +145,34 @@ def run_reference(graph: Graph, data: Data) -> dict[tuple[int, int], np.ndarray]
             if roles[t] == "weight":
                 cur[t] = v[min(inst, v.shape[0] - 1)]
         for t in cur:
-            if roles[t] in ("input", "weight"):
+            if roles[t] in ("input", "weight") and not outputs_only:
                 out[(t, inst)] = cur[t].astype(np.float32)
         for op in ops:
-            y = _forward(op, cur, roles, shapes, p)
+            y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset())
+            if stored and dtypes[op["output"]] == "f16":   # as the program stores it
+                y = y.astype(np.float16).astype(np.float64)
             cur[op["output"]] = y
-            out[(op["output"], inst)] = y.astype(np.float32)
+            if not outputs_only or roles[op["output"]] == "output":
+                out[(op["output"], inst)] = y.astype(np.float32)
         if carried is not None:
             cur[carried[0]] = cur[carried[1]]
     return out
 
 
-def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict) -> np.ndarray:
+def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict,
+             fp8: set[int] = frozenset()) -> np.ndarray:
     ins = list(op["inputs"])
     acts = [cur[t][0] for t in ins if roles[t] != "weight"]
     wts = [cur[t][0] for t in ins if roles[t] == "weight"]
     kind = op["kind"]
     name = op["name"]
     if kind == "matmul" and wts:
-        y = acts[0] @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
+        w_id = next(t for t in ins if roles[t] == "weight")
+        a = acts[0]
+        if w_id in fp8:   # the FP8 AMP reads F143 inputs cast from the FP16 value the program stores
+            a = decode(encode(a.astype(np.float16), ACTIVATION_FORMAT, ACTIVATION_SCALE), ACTIVATION_FORMAT,
+                       ACTIVATION_SCALE, dtype=np.float64)
+        y = a @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
         return y[None]
     if kind == "matmul" and name.endswith(".scores"):
         q, k = _heads(op, cur, p, ("q", "k"))

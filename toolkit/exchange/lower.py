@@ -33,10 +33,11 @@ target with a larger ``plan_row_words`` stores zeros past them (sizes use
 of their words.
 
 Cycle model (``est_cycles`` per phase): a step lasts as long as its slowest
-group, ``ceil(words * word_bytes / exchange_bytes_per_cycle) + packets *
-costs.exchange_fragment_cycles``; the phase is the sum over its steps plus
-``costs.sync_cycles`` for every pass after the first (the phase's own sync is
-the schedule's). ``lower_bound`` is the sum over passes of each pass's lane
+group, :func:`toolkit.costs.group_cycles` (``max(payload at
+exchange_bytes_per_cycle, control work)``: fragments are nearly free on the
+hardware); the phase is the sum over its steps plus ``costs.sync_cycles`` for
+every pass after the first (the phase's own sync is the schedule's) plus the
+measured per-phase overrun ``costs.exchange_phase_cycles``. ``lower_bound`` is the sum over passes of each pass's lane
 bound (what the step assignment must meet, and meets exactly on unicast);
 ``unstaged_bound`` is the lane bound of the phase's groups ignoring passes.
 """
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit.costs import group_cycles, phase_overhead_cycles
 from toolkit.errors import OptionError
 from toolkit.exchange.packets import (
     dense_rank_sorted,
@@ -235,10 +237,8 @@ def _fnv1a_more(h: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
 
 def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame,
              rows: pl.DataFrame, per_pass: pl.DataFrame, target: Target) -> pl.DataFrame:
-    wb, bpc = target.word_bytes, target.exchange_bytes_per_cycle
-    frag_cycles = target.costs.exchange_fragment_cycles
-    cost = (groups.with_columns(
-        ((pl.col("words") * wb + bpc - 1) // bpc + pl.col("packets").cast(BIG) * frag_cycles).alias("_cycles"))
+    gc = group_cycles(groups["words"].to_numpy(), groups["packets"].to_numpy(), target)
+    cost = (groups.with_columns(pl.Series("_cycles", gc, dtype=BIG))
         .group_by("phase", "step").agg(pl.col("_cycles").max())
         .group_by("phase").agg(pl.col("_cycles").sum()))
     # receive lanes: passes are sorted by (phase, tile, ...), so (phase, tile) runs are contiguous
@@ -266,5 +266,6 @@ def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passe
     for p in parts[1:]:
         out = out.join(p.with_columns(pl.col("phase").cast(ID)), on="phase", how="left")
     out = out.with_columns(
-        (pl.col("_cycles") + (pl.col("passes") - 1) * target.costs.sync_cycles).alias("est_cycles"))
+        (pl.col("_cycles") + (pl.col("passes") - 1) * target.costs.sync_cycles
+         + phase_overhead_cycles(target)).alias("est_cycles"))
     return out.select([pl.col(c).cast(d) for c, d in SUMMARY_SCHEMA.items()]).sort("phase")

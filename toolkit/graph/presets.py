@@ -11,7 +11,8 @@ import polars as pl
 
 from toolkit.errors import ModelError
 from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
-from toolkit.graph.ir import Graph
+from toolkit.graph.ir import DType, Graph
+from toolkit.options import WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
 KINDS = ("mlp", "attention", "encoder")
@@ -33,6 +34,7 @@ class Workload:
     fused_qkv: bool = False
     search_qkv: bool = True          # may the layout search try the other QKV form?
     compute_tiles: int | None = None
+    weight_dtype: str = "f8_143"     # matmul weights: f8_143 / f8_152 (the FP8 AMP) or f16
     description: str = ""
 
 
@@ -96,16 +98,20 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     if w.compute_tiles is not None and (not isinstance(w.compute_tiles, int) or w.compute_tiles <= 0):
         msg = f"compute_tiles={w.compute_tiles!r} must be a positive integer (or None for every tile)"
         raise ModelError(msg, field="compute_tiles", value=w.compute_tiles)
+    if w.weight_dtype not in WEIGHT_DTYPES:
+        msg = f"weight_dtype={w.weight_dtype!r} is not a matmul weight format; use one of {WEIGHT_DTYPES}"
+        raise ModelError(msg, field="weight_dtype", value=w.weight_dtype)
+    wd = DType(w.weight_dtype)
     if w.kind == "mlp":
         if w.hidden is None:
             raise ModelError(f"workload {w.name!r} (mlp) needs hidden", field="hidden", value=None)
-        g = mlp_block(tokens=w.tokens, width=w.width, hidden=w.hidden, batch=w.batch)
+        g = mlp_block(tokens=w.tokens, width=w.width, hidden=w.hidden, batch=w.batch, weight_dtype=wd)
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
-                            fused_qkv=w.fused_qkv, head_dim=w.head_dim)
+                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
-                          batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim)
+                          batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd)
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)

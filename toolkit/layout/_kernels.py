@@ -15,13 +15,14 @@ from numba import njit
 def count_routes(gs: np.ndarray, gd: np.ndarray, gext: np.ndarray, rs: np.ndarray, rd: np.ndarray,
                  rext: np.ndarray, cs: np.ndarray, cd: np.ndarray, cext: np.ndarray, src_counts: np.ndarray,
                  dst_counts: np.ndarray, src_tile: np.ndarray, dst_tile: np.ndarray, dst_cell: np.ndarray,
-                 waves: np.ndarray, nbytes: int, copy_fixed: int, copy_bytes_per_cycle: int, send: np.ndarray,
-                 recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray) -> None:
+                 waves: np.ndarray, nbytes: int, send: np.ndarray, recv: np.ndarray, frags: np.ndarray,
+                 sends: np.ndarray, copies: np.ndarray, copy_bytes: np.ndarray) -> None:
     """Add every piece from the source chunks to the destination slots to the counters.
 
     ``src_tile[chunk]`` is the source's tile; ``dst_tile[chunk, replica]`` and
     ``dst_cell[chunk, replica]`` the destination slots (negative: no tile / no
-    cell). A piece on its own tile is a local copy; a remote piece is received
+    cell). A piece on its own tile is a local copy (counted in ``copies`` and ``copy_bytes``, priced by
+    ``toolkit.costs.copies_cycles``); a remote piece is received
     once per destination replica and sent once (at its first remote replica:
     a multicast leaves its source once).
     """
@@ -46,7 +47,8 @@ def count_routes(gs: np.ndarray, gd: np.ndarray, gext: np.ndarray, rs: np.ndarra
                         continue
                     w = waves[cell]
                     if dt == st:
-                        copies[w, dt] += copy_fixed + (size + copy_bytes_per_cycle - 1) // copy_bytes_per_cycle
+                        copies[w, dt] += 1
+                        copy_bytes[w, dt] += size
                         continue
                     recv[w, dt] += size
                     frags[w, dt] += 1

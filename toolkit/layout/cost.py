@@ -1,66 +1,86 @@
-"""The cost model: cycles of kernel commands and exchange phases, from Target constants.
+"""How one work cell of an op plan becomes kernel invocations, priced by :mod:`toolkit.costs`.
 
-Vectorized over cells: every function takes numpy columns. The AMP estimate is
-``ipu-stack``'s: calls = ceil(K / ib) x ceil(cols / cb); each call costs
-``294 + (ib / 16) x (ceil(cb x rows / 4) + ceil((cb / 16) x G / 4))`` with G
-the weight-feed term (940 interleaved, 1063 standard; FP32 partials use
-rows x 4 and G = 2 x 1063). Elementwise kernels cost an overhead plus cycles
-per element spread over the workers.
+Vectorized over cells: every function takes numpy columns. This module holds
+no formula of its own: it maps a cell's geometry (rows, cols, inner, groups)
+to the invocations the schedule emits for it (AMP calls of at most
+``inner_block`` depth, the F16 -> FP8 cast of an FP8 matmul's left panel,
+elementwise rows) and asks :func:`toolkit.costs.cycles` for their cycles, so
+the layout screen, the refine step and the schedule's commands price a cell the
+same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from toolkit.costs import amp_panels, control_cycles, cycles, exchange_cycles, phase_overhead_cycles
 from toolkit.target import Target
 
-VECTOR_CYCLES_PER_ELEMENT = {"layernorm": 3.0, "gelu": 4.0, "softmax": 4.0, "add": 1.0, "cast": 1.0, "copy": 0.5,
-                             "reduce": 1.0}
+#: bytes per element of a stored dtype
+DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
+#: bytes per element of inner-split partials
+PARTIAL_BYTES = {"f16": 2, "f32": 4}
 
 
 def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-np.asarray(a) // b)
 
 
-def amp_calls(cols: np.ndarray, inner: np.ndarray, *, inner_block: int | None = None) -> tuple[np.ndarray, ...]:
-    """Column block, inner block and call count per cell (one call covers the whole column panel)."""
-    cb = _ceil_div(cols, 16) * 16
-    ib = _ceil_div(inner, 16) * 16 if inner_block is None else np.minimum(_ceil_div(inner, 16) * 16, inner_block)
-    calls = _ceil_div(inner, ib) * _ceil_div(cols, cb)
-    return cb, ib, calls
+def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Target, *, weight_class: str,
+               dtype: str = "f16", partials: str = "f16", inner_block: int | None = None,
+               cast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(cycles, calls, worker launches, cast cycles) of one AMP cell per row.
 
-
-def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Target, *, interleaved: bool,
-               fp32: bool = False, inner_block: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(cycles, calls, worker launches) of one AMP matmul per cell.
-
-    Each 16 x 16 microblock of a call loads a coefficient block and launches
-    the workers, so worker launches = calls x (cb / 16) x (ib / 16).
+    One call covers the whole column panel and ``inner_block`` (None: all) of
+    the inner dimension; every call is launched by the supervisor
+    (``costs.launch_cycles``). Worker launches = coefficient panels (one
+    launch of the six workers per panel). ``cast``: the left panel arrives as
+    FP16 and is cast to FP8 on the tile before the FP8 AMP reads it (the
+    ``cast`` rule on ``rows x inner x 2`` bytes), included in ``cycles``.
     """
-    c = target.costs
-    cb, ib, calls = amp_calls(cols, inner, inner_block=inner_block)
-    if fp32:
-        row_term = _ceil_div(cb * rows * c.amp_fp32_row_factor, 4)
-        feed = c.amp_fp32_feed
-    else:
-        row_term = _ceil_div(cb * rows, 4)
-        feed = c.amp_feed_interleaved if interleaved else c.amp_feed_standard
-    per_call = c.amp_call_cycles + (ib // 16) * (row_term + _ceil_div((cb // 16) * feed, 4))
-    return calls * (per_call + c.launch_cycles), calls, calls * (cb // 16) * (ib // 16)
+    rows, cols, inner = (np.asarray(a, dtype=np.int64) for a in (rows, cols, inner))
+    ib = inner if inner_block is None else np.minimum(inner, inner_block)
+    ib = np.maximum(ib, 1)
+    full, rest = inner // ib, inner % ib
+    kw = {"dtype": dtype, "weight_class": weight_class, "partials": partials}
+    per_full = cycles("matmul", target, rows=rows, cols=cols, inner=ib, **kw)
+    per_rest = cycles("matmul", target, rows=rows, cols=cols, inner=rest, **kw)
+    calls = full + (rest > 0)
+    cyc = full * per_full + np.where(rest > 0, per_rest, 0) + calls * target.costs.launch_cycles
+    launches = full * amp_panels(cols, ib, dtype, target.costs) + amp_panels(cols, rest, dtype, target.costs)
+    cast_cyc = (cycles("cast", target, rows=1, cols=rows * inner * DTYPE_BYTES["f16"]) if cast
+                else np.zeros_like(cyc))
+    return cyc + cast_cyc, calls, launches, cast_cyc
 
 
-def vector_cycles(kind: str, elements: np.ndarray, target: Target) -> np.ndarray:
-    c = target.costs
-    per = VECTOR_CYCLES_PER_ELEMENT[kind]
-    return c.launch_cycles + c.vector_overhead_cycles + np.ceil(np.asarray(elements) * per / target.workers).astype(
-        np.int64)
+def vector_cycles(kind: str, rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
+    """Cycles of one elementwise invocation of ``rows`` rows of width ``cols`` (plus its launch)."""
+    return cycles(kind, target, rows=rows, cols=cols) + target.costs.launch_cycles
+
+
+def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Target,
+                  partials_dtype: str = "f16") -> np.ndarray:
+    """Cycles of one reduction of ``partials`` partial slices into ``elements`` outputs (plus its launch)."""
+    return cycles("reduce", target, rows=1, cols=elements, inner=partials, partials=partials_dtype) + (
+        target.costs.launch_cycles)
 
 
 def copy_cycles(size_bytes: np.ndarray, target: Target) -> np.ndarray:
-    return target.costs.local_copy_cycles + _ceil_div(size_bytes, target.costs.load_bytes_per_cycle_standard)
+    """Cycles of one local copy call of ``size_bytes``."""
+    return cycles("copy", target, rows=1, cols=size_bytes)
 
 
-def exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target) -> np.ndarray:
-    """Estimate of one exchange phase: the busiest tile's bytes at the link rate plus fragment overheads."""
-    return (_ceil_div(max_tile_bytes, target.exchange_bytes_per_cycle)
-            + np.asarray(max_tile_fragments) * target.costs.exchange_fragment_cycles)
+def tile_exchange_cycles(payload_bytes: np.ndarray, sends: np.ndarray, receives: np.ndarray,
+                         target: Target) -> np.ndarray:
+    """One tile's part of an exchange phase: ``max(payload at the link rate, control work)``.
+
+    ``payload_bytes`` is the larger of what the tile sends and receives (a tile
+    sends one stream and receives one stream at a time); one pointer reset per
+    tile and phase.
+    """
+    return exchange_cycles(payload_bytes, control_cycles(sends, receives, 1, target), target)
+
+
+def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target) -> np.ndarray:
+    """Search estimate of one exchange phase: its busiest tile (bytes and fragments) plus the phase overrun."""
+    return tile_exchange_cycles(max_tile_bytes, 0, max_tile_fragments, target) + phase_overhead_cycles(target)

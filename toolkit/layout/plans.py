@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from toolkit.costs import PRECISION
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
 
@@ -41,6 +42,12 @@ class LayoutParams:
     inner_block: int | None = None    # AMP inner block per call (None: whole inner slice)
     weight_class: str = "interleaved"  # interleaved | standard
     fused_qkv: bool = False
+    partials: str = "f16"             # inner-split partials: f16 (the hardware's) | f32 (only when asked)
+
+
+def amp_kernel(precision: str, partials: str | None = None) -> str:
+    """The AMP kernel symbol of a matmul: ``amp_matmul_<inputs>`` (``_p32`` when it writes FP32 partials)."""
+    return f"amp_matmul_{precision}" + ("_p32" if partials == "f32" else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +69,7 @@ class OpPlan:
     partials: Layout | None = None   # inner-split partial sums [S, rows, cols] (None when S == 1)
     reduce_need: Layout | None = None
     key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
+    precision: str = "f16"           # what the kernel's inputs are fed as (costs.PRECISION: f16 | f8)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -107,7 +115,7 @@ def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) ->
 
 
 def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
-                tiles: int) -> OpPlan:
+                tiles: int, precision: str = "f16") -> OpPlan:
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
     n_r = len(rows_bounds) - 1
     grid = linear_grid(n_r, cols, inner, p, tiles)
@@ -133,8 +141,8 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
     w_slot = (s_ * n_p + p_) * shard + r_ % shard
     b_slot = np.where(s_ == 0, p_ * shard + r_ % shard, -1)
     out_lay = Layout((1, rows, cols), (g1, rows_bounds, col_b), ct[:, :, :1][None], ci[:, :, :1][None])
-    plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel="amp_matmul_f16",
-                  cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs={a: a_need},
+    plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel=amp_kernel(precision),
+                  precision=precision, cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs={a: a_need},
                   weights={w: w_lay, bias: b_lay}, weight_slots={w: w_slot, bias: b_slot}, output=out_lay)
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
@@ -147,8 +155,8 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
                      red_cells[None, ..., None])
         out_lay = Layout((1, rows, cols), (g1, rows_bounds, slice_b), red_tiles[None, ..., None],
                          red_cells[None, ..., None])
-        plan = OpPlan(**{**_fields(plan), "kernel": "amp_matmul_f32", "partials": part, "reduce_need": red,
-                         "output": out_lay})
+        plan = OpPlan(**{**_fields(plan), "kernel": amp_kernel(precision, p.partials), "partials": part,
+                         "reduce_need": red, "output": out_lay})
     return plan
 
 
@@ -223,7 +231,7 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
     kind = op["kind"]
     ins = list(op["inputs"])
     if kind == "matmul" and any(tensors[t]["role"] == "weight" for t in ins):
-        return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups)
+        return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
     if kind == "matmul":
         return ("attention", p.row_block)
     if kind in ("layernorm", "add"):
@@ -270,7 +278,8 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             if t not in layout_of:  # graph input: lives on the stream layout
                 layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
         if kind == "matmul" and wts:
-            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles)
+            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles,
+                               PRECISION[tensors[wts[0]]["dtype"]])
         elif kind == "matmul":
             heads, hd = int(params["heads"]), int(params["head_dim"])
             if attn_cells is None:

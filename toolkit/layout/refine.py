@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.costs import copies_cycles
 from toolkit.errors import InvalidIRError
 from toolkit.layout._kernels import count_routes
-from toolkit.layout.cost import exchange_cycles, vector_cycles
+from toolkit.layout.cost import DTYPE_BYTES, PARTIAL_BYTES, phase_exchange_cycles, reduce_cycles
 from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
-from toolkit.layout.screen import DTYPE_BYTES, op_estimate
+from toolkit.layout.screen import op_estimate
 from toolkit.target import Target
 
 
@@ -45,21 +46,19 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         frags = np.zeros((n_w, tiles), dtype=np.int64)
         sends = np.zeros((n_w, tiles), dtype=np.int64)
         copies = np.zeros((n_w, tiles), dtype=np.int64)
+        copy_bytes = np.zeros((n_w, tiles), dtype=np.int64)
         for t, need in plan.needs.items():
             tensor = t if t >= 0 else -t - 1
             src = layout_of.setdefault(tensor, need)
             if need.same_as(src) and need.replicas == 1:
                 continue
             _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, sends, copies,
-                   target)
+                   copy_bytes)
         rows += _distinct_rows(frags + sends)
-        moved = np.maximum(send, recv)
-        has_exchange = moved.max(axis=1) > 0
-        x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
-        total += int((x + target.costs.sync_cycles)[has_exchange].sum())
-        total += e["compute"][p.weight_class] + int(copies.max(axis=1).sum())
+        total += _exchange_phases(send, recv, frags, target)
+        total += e["compute"][p.weight_class] + int(copies_cycles(copies, copy_bytes, target).max(axis=1).sum())
         if plan.partials is not None:
-            cycles, red_rows = _reduce(plan, waves, tiles, target)
+            cycles, red_rows = _reduce(plan, waves, tiles, target, p.partials)
             total += cycles
             rows += red_rows
         layout_of[op["output"]] = plan.output
@@ -78,27 +77,36 @@ def _distinct_rows(per_wave: np.ndarray) -> np.ndarray:
     return rows + per_wave[-1] if len(per_wave) > 1 else rows
 
 
-def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target) -> tuple[int, np.ndarray]:
-    """Cycles of an inner-split reduce-scatter (partials exchange, then the sums) and its plan rows per tile."""
-    n_w = int(waves.max()) + 1
-    send, recv, frags, sends, copies = (np.zeros((n_w, tiles), dtype=np.int64) for _ in range(5))
-    _count(plan.partials, plan.reduce_need, waves, 4, tiles, send, recv, frags, sends, copies, target)
+def _exchange_phases(send: np.ndarray, recv: np.ndarray, frags: np.ndarray, target: Target) -> int:
+    """Cycles of the sync and exchange phases of the waves that move anything (the busiest tile of each)."""
     moved = np.maximum(send, recv)
     has_exchange = moved.max(axis=1) > 0
-    x = exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
+    x = phase_exchange_cycles(moved.max(axis=1), frags.max(axis=1), target)
+    return int((x + target.costs.sync_cycles)[has_exchange].sum())
+
+
+def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target,
+            partials: str) -> tuple[int, np.ndarray]:
+    """Cycles of an inner-split reduce-scatter (partials exchange, then the sums) and its plan rows per tile."""
+    n_w = int(waves.max()) + 1
+    send, recv, frags, sends, copies, copy_bytes = (np.zeros((n_w, tiles), dtype=np.int64) for _ in range(6))
+    _count(plan.partials, plan.reduce_need, waves, PARTIAL_BYTES[partials], tiles, send, recv, frags, sends, copies,
+           copy_bytes)
     red = plan.reduce_need
     cells = red.cells.ravel()
     ok = cells >= 0
     # each reducing slot sums its S partial slices; the local slice arrives as a copy in the same compute phase
-    sums = vector_cycles("reduce", red.slot_elements()[ok], target)
+    s = plan.partials.counts[0]
+    sums = reduce_cycles(red.slot_elements()[ok] // s, s, target, partials)
     per = np.bincount(waves[cells[ok]] * tiles + red.tiles.ravel()[ok], weights=sums,
-                      minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64) + copies
-    cycles = int((x + target.costs.sync_cycles)[has_exchange].sum()) + int(per.max(axis=1).sum())
+                      minlength=n_w * tiles).reshape(n_w, tiles).astype(np.int64) + copies_cycles(
+        copies, copy_bytes, target)
+    cycles = _exchange_phases(send, recv, frags, target) + int(per.max(axis=1).sum())
     return cycles, _distinct_rows(frags + sends)
 
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
-           recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, target: Target) -> None:
+           recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, copy_bytes: np.ndarray) -> None:
     """Add the pieces ``route(src, need)`` would give to the per (wave, tile) counters, without building them."""
     if src.shape != need.shape:
         msg = f"cannot route between layouts of shapes {src.shape} and {need.shape}"
@@ -109,8 +117,7 @@ def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int
                  np.asarray(need.counts, dtype=np.int64), src.tiles.reshape(-1, src.replicas)[:, 0].astype(np.int64),
                  need.tiles.reshape(-1, need.replicas).astype(np.int64),
                  need.cells.reshape(-1, need.replicas).astype(np.int64), waves.astype(np.int64), nbytes,
-                 target.costs.local_copy_cycles, target.costs.load_bytes_per_cycle_standard,
-                 send, recv, frags, sends, copies)
+                 send, recv, frags, sends, copies, copy_bytes)
 
 
 __all__ = ["OpPlan", "refine"]

@@ -19,13 +19,20 @@ import math
 
 import numpy as np
 
-from toolkit.layout.cost import amp_cycles, exchange_cycles, vector_cycles
+from toolkit.costs import PRECISION
+from toolkit.layout.cost import (
+    DTYPE_BYTES,
+    PARTIAL_BYTES,
+    amp_cycles,
+    phase_exchange_cycles,
+    reduce_cycles,
+    vector_cycles,
+)
 from toolkit.layout.layout import Layout, segmented_bounds
-from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
+from toolkit.layout.plans import LayoutParams, OpPlan, amp_kernel, linear_grid, plan_graph
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 
-DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
 PHASE_CODE_BYTES = 48   # generated supervisor code per distinct phase body per tile (screen estimate)
 RUN_ENTRY_BYTES = 16    # one run-table entry per wave: waves of one op loop over one code body
 
@@ -114,7 +121,7 @@ def _is_linear(op: dict, tensors: dict) -> bool:
 
 def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
               producer: dict, cache: dict) -> dict:
-    lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block)
+    lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
     if _is_linear(op, tensors):
         key = (op["op_id"], *lin_key)
         if key not in cache:
@@ -126,7 +133,7 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         if key not in cache:
             cache[key] = _after_linear(op, src, tensors, params, p, target, tiles)
         return cache[key]
-    key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv)
+    key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials)
     if key not in cache:
         plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv), {})
         ops_all = cache[("ops", p.fused_qkv)]
@@ -150,26 +157,28 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     rows_w, n_w = _waves(params, p, grid.shard)
     per_tile = grid.max_chunks_per_tile(tiles)
     cb, ib = min(grid.col_block, op["cols"]), min(grid.inner_block, op["inner"])
-    fp32 = grid.n_s > 1
+    split = grid.n_s > 1
+    precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     compute = {}
     for cls in WEIGHT_CLASSES:
-        cyc, _, launch = amp_cycles(rows_w, cb, ib, target, interleaved=cls == "interleaved", fp32=fp32,
-                                    inner_block=p.inner_block)
+        cyc, _, launch, _ = amp_cycles(rows_w, cb, ib, target, weight_class=cls, dtype=precision,
+                                       partials=p.partials if split else "f16", inner_block=p.inner_block,
+                                       cast=precision == "f8")
         compute[cls] = int((cyc * per_tile).sum())
     a = tensors[op["inputs"][0]]
     recv_w = rows_w * ib * DTYPE_BYTES[a["dtype"]] * per_tile
     frag = np.ceil(recv_w / (target.packet_max_words * target.word_bytes)) + 1
-    exchange = int(exchange_cycles(recv_w, frag, target).sum())
+    exchange = int(phase_exchange_cycles(recv_w, frag, target).sum())
     syncs, phases = n_w, 3 * n_w
     launches = int((launch * per_tile).sum())
     oc = grid.out_cols(op["cols"])   # output columns per tile (a reduce-scatter slice when inner-split)
     red_buf = 0
-    if fp32:  # reduce-scatter: every tile of a panel receives the S partials of its column slice and sums them
-        red = rows_w * oc * 4 * grid.n_s * per_tile
+    if split:  # reduce-scatter: every tile of a panel receives the S partials of its column slice and sums them
+        red = rows_w * oc * PARTIAL_BYTES[p.partials] * grid.n_s * per_tile
         red_buf = int(red.max())
-        exchange += int(exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
+        exchange += int(phase_exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
         for cls in WEIGHT_CLASSES:
-            compute[cls] += int(vector_cycles("reduce", rows_w * oc * grid.n_s * per_tile, target).sum())
+            compute[cls] += int((reduce_cycles(rows_w * oc, grid.n_s, target, p.partials) * per_tile).sum())
         syncs += n_w
         phases += 3 * n_w
         launches += n_w
@@ -182,7 +191,7 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     mask = np.arange(tiles) < used
     out = int(math.ceil(n_r / grid.shard) * p.row_block * oc * out_b * per_tile)
     return {
-        "kernel": "amp_matmul_f32" if fp32 else "amp_matmul_f16", "compute": compute, "exchange": exchange,
+        "kernel": amp_kernel(precision, p.partials if split else None), "compute": compute, "exchange": exchange,
         "syncs": syncs, "phases": phases, "launches": launches,
         "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
         "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()) + red_buf, 0),
@@ -195,14 +204,15 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
     grid = linear_grid(n_r, src["cols"], src["inner"], p, tiles)
     per_tile = grid.max_chunks_per_tile(tiles)
-    elements = math.ceil(n_r / grid.shard) * p.row_block * grid.out_cols(src["cols"]) * per_tile
-    cyc = int(vector_cycles(op["kind"], np.array([elements]), target)[0])
+    chunks = math.ceil(n_r / grid.shard) * per_tile   # producer chunks on the busiest tile, one invocation each
+    cyc = chunks * int(vector_cycles(op["kind"], p.row_block, grid.out_cols(src["cols"]), target))
+    elements = chunks * p.row_block * grid.out_cols(src["cols"])
     used = min(tiles, grid.shard * grid.n_p * grid.out_slices(src["cols"]))
     mask = np.arange(tiles) < used
     out = elements * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     zero = np.zeros(tiles, dtype=np.int64)
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
-            "phases": 1, "launches": math.ceil(n_r / grid.shard) * per_tile,
+            "phases": 1, "launches": chunks,
             "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero, "panel": 0}
 
 
@@ -227,14 +237,15 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     compute: dict[str, int] = {}
     if plan.kernel.startswith("amp"):
         for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
-            inter_w = plan.rule == "linear" and cls == "interleaved"
-            cyc, _, calls = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, interleaved=inter_w,
-                                       fp32=plan.partials is not None, inner_block=p.inner_block)
+            wc = cls if plan.rule == "linear" else "standard"
+            cyc, _, calls, _ = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, weight_class=wc,
+                                          dtype=plan.precision, partials=p.partials if plan.partials else "f16",
+                                          inner_block=p.inner_block, cast=plan.precision == "f8")
             per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)
             compute[cls] = int(per.max(axis=1).sum())
         calls = calls * sh[:, 3]
     else:
-        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 1] * sh[:, 3], target)
+        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 3], sh[:, 1], target)
         calls = np.ones(n, dtype=np.int64)
         per = np.bincount(key, weights=cyc, minlength=n_w * tiles).reshape(n_w, tiles)
         compute = dict.fromkeys(WEIGHT_CLASSES, int(per.max(axis=1).sum()))
@@ -252,15 +263,15 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
             used = need.cells.ravel() >= 0
             est["panel"] = max(est["panel"], int(slot_bytes[used].max(initial=0)))
     if plan.partials is not None:
-        recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, 4), n)
+        recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, PARTIAL_BYTES[p.partials]), n)
         red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)
-        est["exchange"] += int(exchange_cycles(red, np.full(n_w, plan.partials.counts[0]), target).sum())
+        est["exchange"] += int(phase_exchange_cycles(red, np.full(n_w, plan.partials.counts[0]), target).sum())
         est["syncs"] += n_w
         est["phases"] += 3 * n_w
     rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)
     if recv.any():
         frag = np.ceil(rw.max(axis=1) / (target.packet_max_words * target.word_bytes))
-        est["exchange"] += int(exchange_cycles(rw.max(axis=1), frag + 1, target).sum())
+        est["exchange"] += int(phase_exchange_cycles(rw.max(axis=1), frag + 1, target).sum())
         est["syncs"] += n_w
         est["phases"] += 2 * n_w
     weights = np.zeros(tiles, dtype=np.int64)

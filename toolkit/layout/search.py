@@ -34,12 +34,16 @@ from toolkit.target import Target
 #: share of tile memory kept free when ranking finalists: a candidate whose screened peak plus plan rows fills
 #: more than the rest rarely places (placement needs some room to pack objects of different lifetimes)
 PACKING_MARGIN = 0.02
-STREAM_BLOCKS = (24,)  # extra residual-stream row blocks searched below a larger matmul row block
+#: residual-stream row blocks searched below a larger matmul row block: LayerNorm and the residual add cost about
+#: 6,700 and 1,400 cycles per 1152-wide row on hardware, so few rows per home tile pay off when exchange fragments
+#: are nearly free (only blocks whose home tiles fit the compute tiles are tried)
+STREAM_BLOCKS = (1, 2, 4, 8, 12, 24)
 
 CANDIDATES_SCHEMA = {
     "candidate_id": pl.Int32, "row_block": pl.Int64, "stream_block": pl.Int64, "row_shard": pl.Int64,
     "panel_groups": pl.Int64,
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
+    "partials": pl.String,
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
     "peak_interleaved_bytes": pl.Int64, "weight_bytes": pl.Int64, "support_bytes": pl.Int64,
@@ -110,7 +114,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     if feas.height == 0:
         raise _no_fit(cand, options)
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
-    route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv"]
+    route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
+                  "partials"]
     distinct = feas.unique(route_keys, keep="first", maintain_order=True)
     refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width)
     capacity = target.load_limit - target.memory_start
@@ -232,10 +237,12 @@ def _enumerate(g: Graph, o: Options, tiles: int):
         if o.stream_block is not None:
             streams = [o.stream_block]
         else:   # the stream's row block may be smaller than the matmuls' (less memory on the home tiles)
-            streams = sorted({rb, *(b for b in STREAM_BLOCKS if 2 * b <= rb)})
+            streams = sorted({rb, *(b for b in STREAM_BLOCKS
+                                    if 2 * b <= rb and batch * math.ceil(tokens / b) <= tiles)})
         for shard, s, sb in itertools.product(shards, splits, streams):
             yield LayoutParams(row_block=rb, stream_block=None if sb == rb else sb, row_shard=shard,
-                               panel_groups=o.panel_groups, inner_split=s, inner_block=o.inner_block)
+                               panel_groups=o.panel_groups, inner_split=s, inner_block=o.inner_block,
+                               partials=o.partials)
 
 
 def _asdict(p: LayoutParams) -> dict:
@@ -245,7 +252,7 @@ def _asdict(p: LayoutParams) -> dict:
 def _param_cols(p: LayoutParams) -> dict:
     return {"row_block": p.row_block, "stream_block": p.stream_block or p.row_block, "row_shard": p.row_shard,
             "panel_groups": p.panel_groups, "inner_split": p.inner_split, "inner_block": p.inner_block,
-            "weight_class": p.weight_class, "fused_qkv": p.fused_qkv}
+            "weight_class": p.weight_class, "fused_qkv": p.fused_qkv, "partials": p.partials}
 
 
 def params_of(row: dict) -> LayoutParams:
@@ -253,7 +260,8 @@ def params_of(row: dict) -> LayoutParams:
     return LayoutParams(row_block=row["row_block"], stream_block=None if sb in (None, row["row_block"]) else sb,
                         row_shard=row["row_shard"], panel_groups=row["panel_groups"],
                         inner_split=row["inner_split"], inner_block=row["inner_block"],
-                        weight_class=row["weight_class"], fused_qkv=row["fused_qkv"])
+                        weight_class=row["weight_class"], fused_qkv=row["fused_qkv"],
+                        partials=row.get("partials") or "f16")
 
 
 def _pareto(c: pl.DataFrame) -> pl.Series:

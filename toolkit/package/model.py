@@ -17,7 +17,7 @@ import polars as pl
 from toolkit.errors import OptionError
 
 #: code sizes of kernel symbols the target's ``kernel_code_bytes`` does not list (the target's table wins)
-DEFAULT_KERNEL_CODE_BYTES: dict[str, int] = {"reduce": 1024, "amp_matmul_f32": 6656, "copy": 512}
+DEFAULT_KERNEL_CODE_BYTES: dict[str, int] = {"reduce": 1024, "copy": 512}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

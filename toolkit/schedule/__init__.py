@@ -27,7 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit.costs import KERNEL_SYMBOLS, phase_overhead_cycles
 from toolkit.graph import Graph
+from toolkit.layout.cost import tile_exchange_cycles
 from toolkit.layout.plans import LayoutParams, plan_graph
 from toolkit.schedule.build import build_program
 from toolkit.tables import OBJECTS_SCHEMA, TRANSFERS_SCHEMA
@@ -39,8 +41,13 @@ PHASES_SCHEMA = {
 }
 COMMANDS_SCHEMA = {
     "command_id": pl.Int64, "phase": pl.Int32, "tile": pl.Int32, "op_id": pl.Int32, "kernel": pl.String,
-    "rows": pl.Int64, "cols": pl.Int64, "inner": pl.Int64, "groups": pl.Int64, "calls": pl.Int64,
-    "launches": pl.Int64, "est_cycles": pl.Int64,
+    "rows": pl.Int64, "cols": pl.Int64, "inner": pl.Int64, "groups": pl.Int64,
+    "dtype": pl.String,          # precision the kernel runs at (f16 | f8: FP8 inputs on the FP8 AMP panel)
+    "weight_class": pl.String,   # AMP coefficient memory class (interleaved | standard); null off the AMP
+    "panels": pl.Int64,          # AMP coefficient panels (K16 x C16 FP16, K32 x C16 FP8) over all groups
+    "calls": pl.Int64, "launches": pl.Int64,
+    "cast_cycles": pl.Int64,     # part of est_cycles: F16 -> FP8 cast of an FP8 matmul's left panel
+    "est_cycles": pl.Int64,      # toolkit.costs rules: groups x invocation cycles (+ launch, + cast)
 }
 OPERANDS_SCHEMA = {"command_id": pl.Int64, "object_id": pl.Int64, "role": pl.String, "offset": pl.Int64}
 RECT = {"g0": pl.Int64, "g1": pl.Int64, "r0": pl.Int64, "r1": pl.Int64, "c0": pl.Int64, "c1": pl.Int64}
@@ -93,6 +100,27 @@ class Schedule:
         }
 
 
+def invocations(commands: pl.DataFrame) -> pl.DataFrame:
+    """The kernel invocation each command repeats (``toolkit.costs.INVOCATIONS_SCHEMA`` plus ``count``).
+
+    An AMP command is ``groups`` invocations of one ``rows x cols x inner``
+    matmul; an elementwise command one invocation over ``rows x groups`` rows
+    of ``cols``; a reduce one invocation of ``inner`` partials into ``rows x
+    cols`` elements; a copy one call of its bytes is priced from its size and
+    is not listed here. ``toolkit.costs.kernel_cycles(invocations(c))`` is what
+    the commands' ``est_cycles`` are built from.
+    """
+    rule = pl.col("kernel").replace_strict(KERNEL_SYMBOLS, default=None)
+    amp = rule == "matmul"
+    red = rule == "reduce"
+    return commands.filter(pl.col("kernel") != "copy").select(
+        "command_id", rule.alias("kernel"), "dtype", "weight_class",
+        pl.when(red).then(1).when(amp).then(pl.col("rows")).otherwise(pl.col("rows") * pl.col("groups"))
+        .alias("rows"),
+        pl.when(red).then(pl.col("rows") * pl.col("cols")).otherwise(pl.col("cols")).alias("cols"),
+        "inner", pl.when(amp).then(pl.col("groups")).otherwise(1).alias("count"))
+
+
 def schedule(graph: Graph, params: LayoutParams, target: Target, *, tiles: int | None = None) -> Schedule:
     """Build the BSP program of ``graph`` under the layout ``params`` on ``tiles`` compute tiles."""
     n_tiles = tiles or target.tiles
@@ -107,7 +135,8 @@ def schedule(graph: Graph, params: LayoutParams, target: Target, *, tiles: int |
 def _frames(prog, graph: Graph, target: Target) -> Schedule:
     phases = prog.phases.frame().with_columns(pl.int_range(pl.len()).alias("phase"))
     phases = phases.select("phase", "kind", "op_id", "name", "block", "wave")
-    commands = (prog.commands.frame().with_columns(pl.int_range(pl.len()).alias("command_id"))
+    commands = (prog.commands.frame().with_columns(pl.int_range(pl.len()).alias("command_id"),
+                                                   pl.col("weight_class").replace("", None))
                 .cast(COMMANDS_SCHEMA).select(list(COMMANDS_SCHEMA)))
     operands = prog.operands.frame().cast(OPERANDS_SCHEMA).select(list(OPERANDS_SCHEMA))
 
@@ -190,13 +219,16 @@ def _phase_cycles(phases: pl.DataFrame, commands: pl.DataFrame, transfers: pl.Da
             .group_by("phase").agg(pl.col("est_cycles").max().alias("compute")))
     per_tile = pl.concat([
         transfers.unique(["transfer_id"]).group_by("phase", "source")
-        .agg(pl.col("size_bytes").sum(), pl.len().alias("n")).rename({"source": "tile"}),
-        transfers.group_by("phase", "destination").agg(pl.col("size_bytes").sum(), pl.len().alias("n"))
+        .agg(pl.col("size_bytes").sum(), pl.len().cast(pl.Int64).alias("sends"), pl.lit(0, pl.Int64).alias("receives"))
+        .rename({"source": "tile"}),
+        transfers.group_by("phase", "destination")
+        .agg(pl.col("size_bytes").sum(), pl.lit(0, pl.Int64).alias("sends"), pl.len().cast(pl.Int64).alias("receives"))
         .rename({"destination": "tile"}),
-    ])
-    ex = per_tile.group_by("phase").agg(
-        ((pl.col("size_bytes") / target.exchange_bytes_per_cycle).ceil().cast(pl.Int64)
-         + pl.col("n") * target.costs.exchange_fragment_cycles).max().alias("exchange"))
+    ]).group_by("phase", "tile").agg(pl.col("size_bytes").max(), pl.col("sends", "receives").sum())
+    x = tile_exchange_cycles(per_tile["size_bytes"].to_numpy(), per_tile["sends"].to_numpy(),
+                             per_tile["receives"].to_numpy(), target)
+    ex = (per_tile.select("phase").with_columns(pl.Series("exchange", x))
+          .group_by("phase").agg(pl.col("exchange").max() + phase_overhead_cycles(target)))
     return (phases.join(comp, on="phase", how="left").join(ex, on="phase", how="left")
             .with_columns(pl.when(pl.col("kind") == "sync").then(pl.lit(target.costs.sync_cycles))
                           .when(pl.col("kind") == "exchange").then(pl.col("exchange"))

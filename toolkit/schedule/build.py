@@ -19,12 +19,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from toolkit.layout.cost import amp_cycles, copy_cycles, vector_cycles
+from toolkit.layout.cost import DTYPE_BYTES, PARTIAL_BYTES, amp_cycles, copy_cycles, reduce_cycles, vector_cycles
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import LayoutParams, OpPlan
 from toolkit.target import Target
-
-DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
 
 
 class Columns:
@@ -134,7 +132,8 @@ class Program:
             rows, cols = pieces["r1"][idx] - pieces["r0"][idx], pieces["c1"][idx] - pieces["c0"][idx]
             cmd = self.commands.add(len(idx), phase=cphase, tile=pieces["dst_tile"][idx], op_id=-1, kernel="copy",
                                     rows=rows, cols=cols, inner=0, groups=pieces["g1"][idx] - pieces["g0"][idx],
-                                    calls=1, launches=1, est_cycles=copy_cycles(size[idx], self.target))
+                                    calls=1, launches=1, est_cycles=copy_cycles(size[idx], self.target),
+                                    dtype="f16", weight_class="", panels=0, cast_cycles=0)
             self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
             self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
             self.use(src_obj[idx], cphase)
@@ -174,17 +173,28 @@ def _offset(layout: Layout, chunk: np.ndarray, pieces: dict[str, np.ndarray], nb
     return (((pieces["g0"] - g[gi]) * rows + (pieces["r0"] - r[ri])) * cols + (pieces["c0"] - c[ci])) * nbytes
 
 
-def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(cycles, calls, worker launches) of the given cells of one op."""
+def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.ndarray) -> dict[str, np.ndarray]:
+    """Cycles, calls, worker launches, coefficient panels and cast cycles of the given cells of one op.
+
+    Every cell runs ``groups`` invocations; AMP cells are priced by
+    :func:`toolkit.layout.cost.amp_cycles` (FP8 cells include the cast of
+    their FP16 left panel), elementwise cells by their kernel's rule on
+    ``rows x groups`` rows of ``cols``.
+    """
     sh = plan.cell_shape[cells]
     rows, cols, inner, groups = sh[:, 0], sh[:, 1], sh[:, 2], sh[:, 3]
     if plan.kernel.startswith("amp"):
-        inter = plan.rule == "linear" and params.weight_class == "interleaved"
-        cyc, calls, launches = amp_cycles(rows, cols, inner, target, interleaved=inter, fp32=plan.partials is not None,
-                                inner_block=params.inner_block)
-        return cyc * groups, calls * groups, launches * groups
+        wc = params.weight_class if plan.rule == "linear" else "standard"
+        cyc, calls, launches, cast = amp_cycles(
+            rows, cols, inner, target, weight_class=wc, dtype=plan.precision,
+            partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
+            cast=plan.precision == "f8")
+        return {"est_cycles": cyc * groups, "calls": calls * groups, "launches": launches * groups,
+                "panels": launches * groups, "cast_cycles": cast * groups, "weight_class": wc}
     one = np.ones(len(cells), dtype=np.int64)
-    return vector_cycles(plan.kernel, rows * cols * groups, target), one, one
+    zero = np.zeros(len(cells), dtype=np.int64)
+    return {"est_cycles": vector_cycles(plan.kernel, rows * groups, cols, target), "calls": one, "launches": one,
+            "panels": zero, "cast_cycles": zero, "weight_class": ""}
 
 
 def _slot_of_cell(layout: Layout, n_cells: int) -> np.ndarray:
@@ -284,18 +294,19 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     out_tensor = op["output"]
     if plan.partials is not None:
         pslot = _slot_of_cell(plan.partials, n_cells)[cells]
-        new_out = prog.new_objects(plan.partials, pslot, out_tensor, "activation", cphase, dtype_bytes=4,
+        new_out = prog.new_objects(plan.partials, pslot, out_tensor, "activation", cphase,
+                                   dtype_bytes=PARTIAL_BYTES[prog.params.partials],
                                    name=f"{tensors[out_tensor]['name']}.partials")
     elif op["kind"] == "add":  # residual add writes in place into the stream value (its first input)
         new_out = operand_objs["in0"]
     else:
         new_out = prog.new_objects(plan.output, _slot_of_cell(plan.output, n_cells)[cells], out_tensor,
                                    "activation", cphase)
-    cyc, calls, launches = cell_cycles(plan, prog.target, prog.params, cells)
+    priced = cell_cycles(plan, prog.target, prog.params, cells)
     sh = plan.cell_shape[cells]
     cmd = prog.commands.add(len(cells), phase=cphase, tile=plan.cell_tiles[cells], op_id=plan.op_id,
                             kernel=plan.kernel, rows=sh[:, 0], cols=sh[:, 1], inner=sh[:, 2], groups=sh[:, 3],
-                            calls=calls, launches=launches, est_cycles=cyc)
+                            dtype=plan.precision, **priced)
     for role, objs in operand_objs.items():
         ok = objs >= 0
         prog.operands.add(int(ok.sum()), command_id=cmd[ok], object_id=objs[ok], role=role[:1], offset=0)
@@ -321,18 +332,19 @@ def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_ob
     part_layout = plan.partials
     part_objs = np.full(part_layout.tiles.size, -1, dtype=np.int64)
     part_objs[_slot_of_cell(part_layout, len(plan.cell_tiles))[cells]] = partial_objs
-    need_objs = prog.new_objects(red, rslot, out_tensor, "activation", xphase, dtype_bytes=4,
+    pbytes = PARTIAL_BYTES[prog.params.partials]
+    need_objs = prog.new_objects(red, rslot, out_tensor, "activation", xphase, dtype_bytes=pbytes,
                                  name=f"{prog.tensors[out_tensor]['name']}.reduce")
-    prog.move(part_layout, part_objs, red, rslot, need_objs, out_tensor, xphase, cphase, dtype_bytes=4)
+    prog.move(part_layout, part_objs, red, rslot, need_objs, out_tensor, xphase, cphase, dtype_bytes=pbytes)
     out_slot = _slot_of_cell(plan.output, len(plan.cell_tiles))[rcells]
     out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
     ch = red.chunks()   # each reducing cell sums one column slice of its panel
     rows, cols = (ch["r1"] - ch["r0"])[rslot], (ch["c1"] - ch["c0"])[rslot]
     s = plan.partials.counts[0]
-    cyc = vector_cycles("reduce", rows * cols * s, prog.target)
+    cyc = reduce_cycles(rows * cols, s, prog.target, prog.params.partials)
     cmd = prog.commands.add(len(rcells), phase=cphase, tile=plan.cell_tiles[rcells], op_id=plan.op_id,
                             kernel="reduce", rows=rows, cols=cols, inner=s, groups=1, calls=1, launches=1,
-                            est_cycles=cyc)
+                            est_cycles=cyc, dtype="f16", weight_class="", panels=0, cast_cycles=0)
     prog.operands.add(len(rcells), command_id=cmd, object_id=need_objs, role="i", offset=0)
     prog.operands.add(len(rcells), command_id=cmd, object_id=out, role="out", offset=0)
     prog.use(need_objs, cphase)

@@ -20,9 +20,11 @@ cost calibration); returns a :class:`~toolkit.profile.Profile` with
   row ``invocations`` = that kernel's invocations on the tile (sum of its
   commands' ``groups``), as hardware profiles carry for calibration.
 - exchange (from the exchange lowering): within a phase, steps run in order;
-  a step lasts as long as its slowest group, ``ceil(words * word_bytes /
-  exchange_bytes_per_cycle) + packets * exchange_fragment_cycles``; every
-  staging pass after the first is preceded by a ``sync_cycles`` sync. A
+  a step lasts as long as its slowest group, :func:`toolkit.costs.group_cycles`
+  (``max(payload at exchange_bytes_per_cycle, 2 packets + 1)``); every
+  staging pass after the first is preceded by a ``sync_cycles`` sync; the
+  phase lasts ``costs.exchange_phase_cycles`` past its last activity (the
+  overrun measured on hardware, shown as a gap before the next phase). A
   group's source has a ``send`` activity and each of its destinations a
   ``receive`` activity spanning the group's own duration from the step start
   (offsets within the exchange phase; ``fanout`` = the group's destinations;
@@ -37,7 +39,7 @@ cost calibration); returns a :class:`~toolkit.profile.Profile` with
 Calibration (:func:`load_calibration`) reads the hardware tool's kernel cost
 database. A measurement's ``key.dimensions`` describes ONE invocation of a
 command (a command with ``groups = G`` is G invocations):
-``[rows, cols, inner]`` for ``amp_matmul_f16``, ``amp_matmul_f32`` (output rows
+``[rows, cols, inner]`` for the AMP kernels ``amp_matmul_f16``, ``amp_matmul_f8`` (output rows
 and columns on the tile, inner length K) and ``reduce`` (inner = partials summed);
 ``[rows, cols]`` for every other kernel (layernorm, gelu, softmax, add, copy, ...).
 A matching command costs ``median * groups`` cycles; unmatched commands keep
@@ -45,7 +47,8 @@ the cost model's ``est_cycles``. Cycles are taken as they are (the database's
 ``clockHz`` is validated, not used to rescale; ``target`` and ``buildId`` are not checked).
 
 :func:`roofline` gives the MAC-bound ideal per op and in total: MACs /
-(target tiles x AMP MACs per cycle per tile, FP16 partials).
+(target tiles x AMP MACs per cycle per tile at the op's precision: 128 for
+FP8 matmuls, 64 for FP16).
 """
 
 from toolkit.simulate.calibration import CALIBRATION_SCHEMA, INNER_KERNELS, load_calibration

@@ -2,8 +2,11 @@
 
 A measurement's ``key.dimensions`` describes ONE invocation of a command (a
 command with ``groups = G`` is G invocations): ``[rows, cols, inner]`` for
-``amp_matmul_f16``, ``amp_matmul_f32`` and ``reduce``; ``[rows, cols]`` for every
-other kernel. A matching command costs ``median * groups`` cycles.
+the AMP kernels (``amp_matmul_f16``, ``amp_matmul_f8`` and their ``_p32``
+FP32-partials variants) and ``reduce``; ``[rows, cols]`` for every other
+kernel. Kernel names must be ones the schedule emits
+(:data:`toolkit.costs.KERNEL_SYMBOLS`). A matching command costs ``median *
+groups`` cycles.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, NoReturn
 import polars as pl
 
 from toolkit import tables
+from toolkit.costs import KERNEL_SYMBOLS
 from toolkit.errors import FormatError
 
 CALIBRATION_SCHEMA: tables.Schema = {
@@ -29,7 +33,7 @@ CALIBRATION_SCHEMA: tables.Schema = {
     "maximum_cycles": pl.Float64,
 }
 #: kernels whose calibration dimensions are [rows, cols, inner]; all others use [rows, cols]
-INNER_KERNELS = ("amp_matmul_f16", "amp_matmul_f32", "reduce")
+INNER_KERNELS = tuple(k for k, rule in KERNEL_SYMBOLS.items() if rule in ("matmul", "reduce"))
 
 
 def load_calibration(path: str | os.PathLike[str]) -> pl.DataFrame:
@@ -86,14 +90,14 @@ def _measurement(file: str, i: int, m: Any) -> tuple[str, list[int], dict[str, A
     if not isinstance(key, dict):
         _bad(file, f"{where}.key", key, "an object {kernel, dimensions}")
     kernel = key.get("kernel")
-    if not isinstance(kernel, str) or not kernel:
-        _bad(file, f"{where}.key.kernel", kernel, "a kernel name")
+    if not isinstance(kernel, str) or kernel not in KERNEL_SYMBOLS:
+        _bad(file, f"{where}.key.kernel", kernel, f"a kernel the schedule emits: {', '.join(KERNEL_SYMBOLS)}")
     dims = key.get("dimensions")
     if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                              for d in dims):
         _bad(file, f"{where}.key.dimensions", dims, "a list of non-negative integers")
     arity = 3 if kernel in INNER_KERNELS else 2
-    if kernel in (*INNER_KERNELS, "layernorm", "gelu", "softmax", "add", "copy") and len(dims) != arity:
+    if len(dims) != arity:
         shape = "[rows, cols, inner]" if arity == 3 else "[rows, cols]"
         _bad(file, f"{where}.key.dimensions", dims, f"{shape} for kernel {kernel!r}")
     stats: dict[str, Any] = {}

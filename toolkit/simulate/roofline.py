@@ -9,6 +9,8 @@ import polars as pl
 from toolkit import tables
 from toolkit.errors import OptionError
 
+FP8_DTYPES = ("f8_143", "f8_152")
+
 if TYPE_CHECKING:
     from toolkit.pipeline import Compilation
 
@@ -18,8 +20,9 @@ ROOFLINE_SCHEMA: tables.Schema = {
     "kind": tables.STR,
     "block": tables.STR,
     "instances": tables.BIG,
+    "precision": tables.STR,          # f8 (FP8 weights on the FP8 AMP) | f16; null off the AMP
     "macs": tables.BIG,               # all instances
-    "ideal_cycles": tables.BIG,       # ceil(macs / (tiles * macs_per_cycle))
+    "ideal_cycles": tables.BIG,       # ceil(macs / (tiles * macs_per_cycle at the op's precision))
     "est_compute_cycles": tables.BIG,  # the schedule's compute phases of the op, all instances
     "efficiency": pl.Float64,          # ideal / est_compute (null when est is 0)
 }
@@ -30,33 +33,42 @@ def roofline(compilation: Compilation, *, tiles: int | None = None) -> pl.DataFr
 
     MACs of a matmul = rows x cols x inner x groups per instance; the ideal
     spreads every MAC over all ``target.tiles`` tiles (or ``tiles``, e.g. the
-    tiles a small program uses) at the FP16-partials AMP rate (64 MAC/cycle/tile
-    on ipu21). ``est_compute_cycles`` is the schedule's estimate of the op's
-    compute phases, for the ratio.
+    tiles a small program uses) at the AMP rate of the op's precision with
+    FP16 partials (ipu21: 128 MAC/cycle/tile for FP8 matmuls, 64 for FP16).
+    The total row sums the per-op ideals. ``est_compute_cycles`` is the
+    schedule's estimate of the op's compute phases, for the ratio.
     """
     target = compilation.target
     n = target.tiles if tiles is None else tiles
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         msg = f"tiles={tiles!r} is not a positive number of tiles; use e.g. {target.tiles} (target '{target.name}')"
         raise OptionError(msg, field="tiles", value=tiles)
-    rate = target.amp_rate("f16", "f16").macs_per_cycle * n
+    rates = {p: target.amp_rate(p, "f16").macs_per_cycle * n for p in ("f16", "f8")}
     sched = compilation.schedule
     inst = sched.repeats.select("block", "instances")
     est = (sched.phases.filter(pl.col("kind") == "compute").group_by("op_id")
            .agg(pl.col("est_cycles").sum().alias("est_one")))
+    t = compilation.graph.tensors
+    precision = (compilation.graph.ops.select("op_id", "kind", "inputs").explode("inputs")
+                 .join(t.select(pl.col("tensor_id").alias("inputs"), "role", "dtype"), on="inputs", how="left")
+                 .group_by("op_id").agg(
+                     pl.when(pl.col("kind").first() != "matmul").then(None)
+                     .when(((pl.col("role") == "weight") & pl.col("dtype").is_in(list(FP8_DTYPES))).any())
+                     .then(pl.lit("f8")).otherwise(pl.lit("f16")).alias("precision")))
     ops = (compilation.graph.ops.select("op_id", "name", "kind", "block", "rows", "cols", "inner", "groups")
            .join(inst, on="block", how="left").join(est, on="op_id", how="left")
+           .join(precision, on="op_id", how="left")
            .with_columns(pl.col("instances").fill_null(1))
            .with_columns(pl.when(pl.col("kind") == "matmul")
                          .then(pl.col("rows") * pl.col("cols") * pl.col("inner") * pl.col("groups")
                                * pl.col("instances")).otherwise(0).alias("macs"),
                          (pl.col("est_one").fill_null(0) * pl.col("instances")).alias("est_compute_cycles")))
+    rate = pl.col("precision").replace_strict(rates, default=rates["f16"], return_dtype=pl.Int64)
     ops = ops.with_columns(((pl.col("macs") + rate - 1) // rate).alias("ideal_cycles"))
     total = ops.select(pl.lit(None, tables.ID).alias("op_id"), pl.lit("total").alias("name"),
                        pl.lit(None, tables.STR).alias("kind"), pl.lit(None, tables.STR).alias("block"),
-                       pl.col("instances").max(), pl.col("macs").sum(),
-                       ((pl.col("macs").sum() + rate - 1) // rate).alias("ideal_cycles"),
-                       pl.col("est_compute_cycles").sum())
+                       pl.col("instances").max(), pl.lit(None, tables.STR).alias("precision"), pl.col("macs").sum(),
+                       pl.col("ideal_cycles").sum(), pl.col("est_compute_cycles").sum())
     cols = [c for c in ROOFLINE_SCHEMA if c != "efficiency"]
     out = pl.concat([ops.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols}),
                      total.select(cols).cast({c: ROOFLINE_SCHEMA[c] for c in cols})])

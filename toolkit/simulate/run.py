@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
+from toolkit.costs import group_cycles, phase_overhead_cycles
 from toolkit.errors import InvalidIRError, OptionError
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
@@ -62,7 +63,10 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
                     pl.col("invocations").fill_null(0))
                 .select("tile", "phase", "kind", "kernel", "cycles", "event_cycles", "invocations"))
     # barriers: a phase lasts as long as its slowest tile; cumulative sums over the expanded order
-    length = per_step.group_by("phase").agg(pl.col("cycles").max().alias("length"))
+    overrun = phase_overhead_cycles(target)   # measured time past the last arrival of every exchange phase
+    length = per_step.group_by("phase").agg(
+        (pl.col("cycles").max() + pl.when(pl.col("kind").first() == "exchange").then(overrun).otherwise(0))
+        .alias("length"))
     order = (order.join(length, on="phase", how="left").sort("event")
              .with_columns(pl.col("length").fill_null(0))
              .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
@@ -140,14 +144,13 @@ def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dic
     start, receive before send).
     """
     ex = compilation.exchange
-    wb, bpc = target.word_bytes, target.exchange_bytes_per_cycle
-    frag, sync = target.costs.exchange_fragment_cycles, target.costs.sync_cycles
+    sync = target.costs.sync_cycles
     g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
                                                                  "words", "packets")}
     if ex.groups.height and not np.array_equal(ex.groups["group"].to_numpy(), np.arange(ex.groups.height)):
         msg = "simulate: exchange groups must be numbered 0..n-1 in row order (as lower_exchanges makes them)"
         raise InvalidIRError(msg)
-    dur = (g["words"] * wb + bpc - 1) // bpc + g["packets"] * frag
+    dur = group_cycles(g["words"], g["packets"], target)
     # a step lasts as long as its slowest group; steps follow each other; each pass after the first syncs first
     width = int(g["step"].max()) + 1 if len(dur) else 1
     skey, inv = np.unique(g["phase"] * width + g["step"], return_inverse=True)
