@@ -86,5 +86,6 @@ def test_committed_joint_placement_cases_are_consistent():
     assert cases == ["attention-b1", "attention-fused-b1", "mlp-b2-n3", "mlp-single-b1", "mlp-single-b4",
                      "mlp-small-repeat"]
     small = toolkit.load(root / "joint-placement" / "mlp-small-repeat")
-    assert small.manifest["max_abs_error"] < 0.05 and small.manifest["cropped_cycles"] > 0
+    assert small.manifest["max_abs_error"] < 0.3 and small.manifest["cropped_cycles"] > 0   # FP8 casts, exact model
+    assert small.manifest["max_abs_deviation"] < 0.02
     assert small.profile is not None and small.profile.source == "simulated"

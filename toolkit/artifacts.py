@@ -83,6 +83,7 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
             "clock_hz": clock or float(compilation.target.clock_hz),
             "cropped_cycles": cropped,
             "max_abs_error": None if check is None else float(check.max_abs_error),
+            "max_abs_deviation": None if check is None else float(check.max_abs_deviation),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "summary": _jsonable(summary),
         }
@@ -93,6 +94,7 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
             log.append(f"cropped_cycles={cropped}")
         if check is not None:
             log.append(f"max_abs_error={check.max_abs_error}")
+            log.append(f"max_abs_deviation={check.max_abs_deviation}")
         (tmp / LOG).write_text("\n".join([*log, *(extra_log or [])]) + "\n")
         files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
         manifest["files"] = {f: (tmp / f).stat().st_size for f in files}

@@ -95,29 +95,38 @@ def _matmul(x: Cols, c: Costs) -> np.ndarray:
     derived from the AMP's half-rate FP32 accumulation: the row term doubles.
     """
     rows, cols, inner, dtype = x["rows"], x["cols"], x["inner"], x["dtype"]
-    panels = amp_panels(cols, inner, dtype, c)
-    row_factor = np.where(x["partials"] == "f32", 2, 1)
-    inter = x["weight_class"] == "interleaved"
-    plain = c.amp_call_cycles + panels * (c.amp_row_cycles * rows * row_factor + c.amp_panel_cycles)
     k_panels = _cdiv(inner, np.where(dtype == "f8", c.amp_panel_depth_f8, c.amp_panel_depth_f16))
     c_panels = _cdiv(cols, c.amp_panel_cols)
-    standard = c.amp_call_cycles + k_panels * (_cdiv(cols * rows * row_factor, 4)
-                                              + _cdiv(c_panels * c.amp_standard_feed_cycles, 4))
-    worker = _packed_worker(rows, c) * row_factor
-    packed = c.amp_packed_call_cycles + panels * (worker + np.where(inter, c.amp_packed_panel_interleaved_cycles,
-                                                                    c.amp_packed_panel_standard_cycles))
-    return np.where(x["output"] == "packed", packed, np.where(inter, plain, standard))
+    panels = k_panels * c_panels
+    row_factor = np.where(x["partials"] == "f32", 2, 1)
+    inter = x["weight_class"] == "interleaved"
+    out = np.zeros(np.broadcast(rows, cols, inner).shape, dtype=np.int64)
+    if np.any(inter):
+        plain = c.amp_call_cycles + panels * (c.amp_row_cycles * rows * row_factor + c.amp_panel_cycles)
+        out = np.where(inter, plain, out)
+    if not np.all(inter):
+        standard = c.amp_call_cycles + k_panels * (_cdiv(cols * rows * row_factor, 4)
+                                                  + _cdiv(c_panels * c.amp_standard_feed_cycles, 4))
+        out = np.where(inter, out, standard)
+    packed_rows = x["output"] == "packed"
+    if np.any(packed_rows):
+        worker = _packed_worker(np.broadcast_to(rows, out.shape), c) * row_factor
+        packed = c.amp_packed_call_cycles + panels * (worker + np.where(
+            inter, c.amp_packed_panel_interleaved_cycles, c.amp_packed_panel_standard_cycles))
+        out = np.where(packed_rows, packed, out)
+    return out
 
 
 def _packed_worker(rows: np.ndarray, c: Costs) -> np.ndarray:
     """Busiest worker of a packed store: balanced row ranges, each split at 16-row panel boundaries."""
+    shape = np.shape(rows)
     w = np.arange(6)[None, :]
-    r = np.asarray(rows, dtype=np.int64)[:, None]
+    r = np.asarray(rows, dtype=np.int64).reshape(-1, 1)
     count = r // 6 + (w < r % 6)
     start = w * (r // 6) + np.minimum(w, r % 6)
     chunks = _cdiv(start % c.amp_panel_cols + count, c.amp_panel_cols)
     per = np.where(count > 0, count * c.amp_packed_row_cycles + chunks * c.amp_packed_chunk_cycles, 0)
-    return per.max(axis=1)
+    return per.max(axis=1).reshape(shape)
 
 
 def _reduce(x: Cols, c: Costs) -> np.ndarray:
@@ -141,15 +150,15 @@ def _gelu(x: Cols, c: Costs) -> np.ndarray:
     block and 120 per tail pair, plus 330 (342 with a tail); the busiest
     worker decides (``ipu-stack``'s tail measurements, within 6 cycles).
     """
-    e = x["rows"] * x["cols"]
+    e = np.asarray(x["rows"] * x["cols"], dtype=np.int64)
     aligned = c.gelu_call_cycles + _cdiv(e, c.gelu_block_elements) * c.gelu_block_cycles
     w = np.arange(6)[None, :]
-    pairs = np.maximum(_cdiv(e, 2)[:, None] - w * 8, 0)
+    pairs = np.maximum(_cdiv(e, 2).reshape(-1, 1) - w * 8, 0)
     blocks = np.where(pairs < 8, 0, (pairs - 8) // 48 + 1)
     tail = np.maximum(pairs - blocks * 48, 0)
     span = (blocks * c.gelu_tail_block_cycles + tail * c.gelu_pair_cycles
             + np.where(tail == 0, c.gelu_call_cycles, c.gelu_tail_call_cycles))
-    tailed = np.where(pairs > 0, span, 0).max(axis=1)
+    tailed = np.where(pairs > 0, span, 0).max(axis=1).reshape(e.shape)
     return np.where(e == 0, 0, np.where(e % 16 == 0, aligned, tailed))
 
 
@@ -362,20 +371,20 @@ def _check(x: Cols, name: str, bad: np.ndarray, expected: str) -> None:
 # -- helpers the stages call with numpy columns ------------------------------------------------------------------
 def cycles(kernel: str, target: Target, *, rows, cols, inner=0, dtype="f16", weight_class=None, output="plain",
            partials="f16", padded=None, schedule="best") -> np.ndarray:
-    """:func:`kernel_cycles` of one kernel kind over numpy columns (scalars broadcast); no frame is built."""
-    r, co, k = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(cols, np.int64),
-                                   np.asarray(inner, np.int64))
-    n = r.size
-    x: Cols = {"kernel": np.full(n, kernel, dtype=object), "rows": r.ravel(), "cols": co.ravel(),
-               "inner": k.ravel()}
-    for name, v in (("dtype", dtype), ("weight_class", weight_class), ("output", output), ("partials", partials),
-                    ("schedule", schedule)):
-        x[name] = np.broadcast_to(np.asarray(v, dtype=object), (n,)) if np.ndim(v) else np.full(n, v, dtype=object)
-    x["padded"] = _cdiv(x["cols"], 64) * 64 if padded is None else np.broadcast_to(np.asarray(padded, np.int64), (n,))
+    """:func:`kernel_cycles` of one kernel kind over numpy columns (scalars broadcast); no frame is built.
+
+    The stages call this in their inner loops, so it does no validation beyond the kernel name: their
+    inputs come from plans, not from users (:func:`kernel_cycles` checks every field).
+    """
     if kernel not in RULES:
         msg = f"unknown kernel {kernel!r}; known: {KERNELS}"
         raise OptionError(msg, field="kernel", value=kernel)
-    return RULES[kernel](x, target.costs).reshape(r.shape)
+    r, co, k = (np.asarray(v, dtype=np.int64) for v in (rows, cols, inner))
+    x: Cols = {"kernel": kernel, "rows": r, "cols": co, "inner": k, "dtype": dtype, "weight_class": weight_class,
+               "output": output, "partials": partials, "schedule": schedule}
+    x["padded"] = _cdiv(co, 64) * 64 if padded is None else np.asarray(padded, dtype=np.int64)
+    out = np.asarray(RULES[kernel](x, target.costs))
+    return np.broadcast_to(out, np.broadcast_shapes(out.shape, r.shape, co.shape, k.shape)).astype(np.int64)
 
 
 def copies_cycles(calls, total_bytes, target: Target) -> np.ndarray:

@@ -1,5 +1,7 @@
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolkit
 from toolkit.errors import InfeasibleError, OptionError
@@ -57,3 +59,14 @@ def test_options_reject_unknown_and_bad_values():
         Options(weight_class="fast")
     with pytest.raises(OptionError, match="inner_block=40 is not a multiple"):
         Options(inner_block=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans()), min_size=1, max_size=30))
+def test_pareto_front_matches_the_pairwise_definition(points):
+    from toolkit.layout.search import _pareto
+    c = pl.DataFrame(points, schema=["est_cycles", "peak_live_bytes", "feasible"], orient="row")
+    cyc, mem, ok = (c[k].to_numpy() for k in ("est_cycles", "peak_live_bytes", "feasible"))
+    dom = ((cyc[None, :] <= cyc[:, None]) & (mem[None, :] <= mem[:, None])
+           & ((cyc[None, :] < cyc[:, None]) | (mem[None, :] < mem[:, None])) & ok[None, :])
+    assert _pareto(c).to_list() == (ok & ~dom.any(axis=1)).tolist()

@@ -50,7 +50,8 @@ def compile_cmd(
     out: Path | None = typer.Option(None, help="Write a case directory (manifest, tables, profile, log) here."),
     overwrite: bool = typer.Option(False, help="Replace an existing case directory."),
     capnp: str = typer.Option("plain", help="Profile copy in the hardware format: plain, gzip or none."),
-    check: bool = typer.Option(False, "--check", help="Run the functional check and record max_abs_error."),
+    check: bool = typer.Option(False, "--check", help="Run the functional check; record max_abs_error (against the exact model) and "
+                               "max_abs_deviation (against the op-by-op reference)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Compile a workload through every stage and print its summary."""
@@ -79,7 +80,8 @@ def compile_cmd(
         from toolkit.profile import crop
         summary = summary.with_columns(cropped_cycles=crop(profile).cropped_cycles)
     if result is not None:
-        summary = summary.with_columns(max_abs_error=result.max_abs_error)
+        summary = summary.with_columns(check_passed=result.passed, max_abs_error=result.max_abs_error,
+                                       max_abs_deviation=result.max_abs_deviation)
     if as_json:
         show(summary, "summary", as_json=True)
     else:  # one row of many columns reads best as field/value pairs

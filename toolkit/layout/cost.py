@@ -26,7 +26,8 @@ def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-np.asarray(a) // b)
 
 
-def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Target, *, weight_class: str,
+def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Target, *,
+               weight_class: str | np.ndarray,
                dtype: str = "f16", partials: str = "f16", inner_block: int | None = None,
                cast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(cycles, calls, worker launches, cast cycles) of one AMP cell per row.

@@ -265,13 +265,22 @@ def params_of(row: dict) -> LayoutParams:
 
 
 def _pareto(c: pl.DataFrame) -> pl.Series:
-    """Feasible candidates not dominated in (est_cycles, peak_live_bytes)."""
-    cyc = c["est_cycles"].fill_null(np.iinfo(np.int64).max).to_numpy()
-    mem = c["peak_live_bytes"].fill_null(np.iinfo(np.int64).max).to_numpy()
-    ok = c["feasible"].to_numpy()
-    dom = ((cyc[None, :] <= cyc[:, None]) & (mem[None, :] <= mem[:, None])
-           & ((cyc[None, :] < cyc[:, None]) | (mem[None, :] < mem[:, None])) & ok[None, :])
-    return pl.Series(ok & ~dom.any(axis=1))
+    """Feasible candidates not dominated in (est_cycles, peak_live_bytes): one sort and a running minimum."""
+    ok = c["feasible"].fill_null(False).to_numpy()
+    out = np.zeros(c.height, dtype=bool)
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return pl.Series(out)
+    cyc = c["est_cycles"].to_numpy()[idx]
+    mem = c["peak_live_bytes"].to_numpy()[idx]
+    order = np.lexsort((mem, cyc))                    # by cycles, then memory
+    m = mem[order]
+    prev = np.r_[np.iinfo(np.int64).max, np.minimum.accumulate(m)[:-1]]   # best memory of every earlier point
+    setter = np.maximum.accumulate(np.where(m < prev, np.arange(len(m)), 0))  # the earliest point at that best
+    prev_cyc = np.r_[np.iinfo(np.int64).max, cyc[order][setter][:-1]]
+    dominated = (prev < m) | ((prev == m) & (prev_cyc < cyc[order]))
+    out[idx[order]] = ~dominated
+    return pl.Series(out)
 
 
 def _no_fit(cand: pl.DataFrame, options: Options) -> InfeasibleError:
