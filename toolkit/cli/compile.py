@@ -50,7 +50,8 @@ def compile_cmd(
     out: Path | None = typer.Option(None, help="Write a case directory (manifest, tables, profile, log) here."),
     overwrite: bool = typer.Option(False, help="Replace an existing case directory."),
     capnp: str = typer.Option("plain", help="Profile copy in the hardware format: plain, gzip or none."),
-    check: bool = typer.Option(False, "--check", help="Run the functional check; record max_abs_error (against the exact model) and "
+    check: bool = typer.Option(
+        False, "--check", help="Run the functional check; record max_abs_error (against the exact model) and "
                                "max_abs_deviation (against the op-by-op reference)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
