@@ -167,3 +167,22 @@ def test_weight_dtype_option_selects_the_fp16_amp() -> None:
     assert w16 == "f16"
     with pytest.raises(OptionError, match=r"weight_dtype='f4' must be one of"):
         toolkit.compile("mlp-small-repeat", options={"weight_dtype": "f4"})
+
+
+@pytest.mark.parametrize(("workload", "params", "tol"), [
+    ("mlp-single-b1", {"row_block": 64, "stream_block": 1, "row_shard": 12, "inner_split": 8}, 0.0),
+    ("mlp-small-repeat", {"row_block": 18, "stream_block": 4, "row_shard": 8}, 0.02),
+])
+def test_refine_prices_a_layout_as_the_schedule_does(workload, params, tol) -> None:
+    """The search's refined estimate and the schedule's own per-phase estimate come from the same rules."""
+    from toolkit.layout.refine import refine
+    g = toolkit.build_graph(workload)
+    tiles = g.params.get("compute_tiles") or IPU.tiles
+    p = LayoutParams(**params)
+    ops = list(g.ops.iter_rows(named=True))
+    tensors = {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)}
+    reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
+    refined, _ = refine(ops, tensors, reps, g.params, p, IPU, tiles)
+    s = schedule(g, p, IPU, tiles=tiles)
+    inst = max([1, *reps.values()])
+    assert refined == pytest.approx(int(s.phases["est_cycles"].sum()) * inst, rel=tol)

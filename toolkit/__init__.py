@@ -4,7 +4,7 @@ Every compiler stage is a pure function returning polars DataFrames; see
 ``toolkit.compile`` for the whole pipeline.
 """
 
-from toolkit import target
+from toolkit import costs, target
 from toolkit.artifacts import load_case as load
 from toolkit.check import CheckResult, check  # the function shadows its module as an attribute: toolkit.check(c)
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
@@ -33,6 +33,7 @@ __all__ = [
     "build_graph",
     "check",
     "compile",
+    "costs",
     "ipu21",
     "load",
     "load_target",
