@@ -38,6 +38,9 @@ class Options:
     beam_width: int = 4
     tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
     placement_time_limit: float = 2.0
+    plans: tuple[tuple[str, str], ...] = ()    # per-op GEMM plan pins {"fc1": "4x92x4", "fc2": "4x24x15/16x24"}
+    plan_search: bool = True                   # search per-op GEMM plans (off, or any global linear knob pinned:
+                                               # every unpinned linear op follows the global grid)
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     simulate: bool = True                      # attach a simulated cycle profile
@@ -56,6 +59,19 @@ class Options:
         if self.weight_class is not None and self.weight_class not in WEIGHT_CLASSES:
             msg = f"option weight_class={self.weight_class!r} must be one of {WEIGHT_CLASSES}"
             raise OptionError(msg, field="weight_class", value=self.weight_class)
+        plans = self.plans
+        if isinstance(plans, Mapping):
+            plans = tuple(plans.items())
+        if not isinstance(plans, tuple | list) or not all(
+                isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], str)
+                for p in plans):
+            msg = (f"option plans={self.plans!r} must map op names to plan strings, e.g. "
+                   f"{{'fc1': '4x92x4', 'fc2': '4x24x15'}}")
+            raise OptionError(msg, field="plans", value=self.plans)
+        object.__setattr__(self, "plans", tuple(sorted((str(k), str(v)) for k, v in plans)))
+        if not isinstance(self.plan_search, bool):
+            msg = f"option plan_search={self.plan_search!r} must be true or false"
+            raise OptionError(msg, field="plan_search", value=self.plan_search)
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_DTYPES:
             msg = f"option weight_dtype={self.weight_dtype!r} must be one of {WEIGHT_DTYPES} (or None: the preset's)"
             raise OptionError(msg, field="weight_dtype", value=self.weight_dtype)

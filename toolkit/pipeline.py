@@ -26,7 +26,6 @@ from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
-from toolkit.layout.search import params_of
 from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
@@ -165,7 +164,7 @@ def compile(
     placed: dict[int, bool] = {}
     best = None
     for row in beam.iter_rows(named=True):
-        params = params_of(row)
+        params = layout.params[row["candidate_id"]]
         g = layout.graphs[params.fused_qkv]
         sched = step("schedule", _scheduled, g, params, target, layout.tiles)
         exchange = step("exchange", _lowered, sched, target)
@@ -195,7 +194,7 @@ def compile(
 
 def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
     s = schedule(graph, params, target, tiles=tiles)
-    verify_schedule(s)
+    verify_schedule(s, target)
     return s
 
 

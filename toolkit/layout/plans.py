@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION
+from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
 
@@ -43,6 +44,11 @@ class LayoutParams:
     weight_class: str = "interleaved"  # interleaved | standard
     fused_qkv: bool = False
     partials: str = "f16"             # inner-split partials: f16 (the hardware's) | f32 (only when asked)
+    plans: tuple[tuple[str, GemmPlan], ...] = ()   # per-op GEMM plans (op name, plan); other linears use the grid
+
+    def plan_of(self, op_name: str) -> GemmPlan | None:
+        """The op's own GEMM plan, or None (it follows the global grid)."""
+        return next((g for name, g in self.plans if name == op_name), None)
 
 
 def amp_kernel(precision: str, partials: str | None = None) -> str:
@@ -115,13 +121,19 @@ def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) ->
 
 
 def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
-                tiles: int, precision: str = "f16") -> OpPlan:
+                tiles: int, precision: str = "f16", gemm: GemmPlan | None = None) -> OpPlan:
+    """The plan of one linear op: the layout's global grid, or its own ``gemm`` plan (balanced shards, one wave)."""
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
-    n_r = len(rows_bounds) - 1
-    grid = linear_grid(n_r, cols, inner, p, tiles)
-    shard = grid.shard
-    col_b = block_bounds(cols, grid.col_block)
-    inner_b = block_bounds(inner, grid.inner_block)
+    if gemm is not None:
+        rows_bounds = balanced_bounds(rows, gemm.m)
+        col_b, inner_b = balanced_bounds(cols, gemm.n), balanced_bounds(inner, gemm.k)
+        n_r = shard = len(rows_bounds) - 1
+    else:
+        n_r = len(rows_bounds) - 1
+        grid = linear_grid(n_r, cols, inner, p, tiles)
+        shard = grid.shard
+        col_b = block_bounds(cols, grid.col_block)
+        inner_b = block_bounds(inner, grid.inner_block)
     n_p, n_s = len(col_b) - 1, len(inner_b) - 1
     cells = n_r * n_p * n_s
     spatial = spread(shard * n_p * n_s, tiles).reshape(shard, n_p, n_s)
@@ -147,13 +159,21 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
                       ci.transpose(2, 0, 1)[..., None])
-        # reduce-scatter: the S tiles of a (row block, panel) each sum one column slice of the panel, so no tile
+        # reduce-scatter: the S tiles of a (row block, panel) each sum one piece of the panel, so no tile
         # receives all S partials of a whole panel, and the output stays spread over the S tiles
-        slice_b, panel, j, _per = _reduce_slices(col_b, n_s)
-        red_tiles, red_cells = ct[:, panel, j], ci[:, panel, j]
-        red = Layout((n_s, rows, cols), (np.array([0, n_s]), rows_bounds, slice_b), red_tiles[None, ..., None],
+        if gemm is None:   # column slices of at least REDUCE_SLICE_MIN_COLS
+            slice_b, panel, j, _per = _reduce_slices(col_b, n_s)
+            red_rows, red_tiles, red_cells = rows_bounds, ct[:, panel, j], ci[:, panel, j]
+        else:              # the plan's result grid: a x b pieces of every cell, piece (ja, jb) on inner tile ja b + jb
+            a, b = gemm.result_split(int(np.diff(col_b).min()))
+            red_rows, ja, row_shard = sub_bounds(rows_bounds, a)
+            slice_b, jb, panel = sub_bounds(col_b, b)
+            jj = ja[:, None] * b + jb[None, :]
+            red_tiles = ct[row_shard[:, None], panel[None, :], jj]
+            red_cells = ci[row_shard[:, None], panel[None, :], jj]
+        red = Layout((n_s, rows, cols), (np.array([0, n_s]), red_rows, slice_b), red_tiles[None, ..., None],
                      red_cells[None, ..., None])
-        out_lay = Layout((1, rows, cols), (g1, rows_bounds, slice_b), red_tiles[None, ..., None],
+        out_lay = Layout((1, rows, cols), (g1, red_rows, slice_b), red_tiles[None, ..., None],
                          red_cells[None, ..., None])
         plan = OpPlan(**{**_fields(plan), "kernel": amp_kernel(precision, p.partials), "partials": part,
                          "reduce_need": red, "output": out_lay})
@@ -231,6 +251,9 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
     kind = op["kind"]
     ins = list(op["inputs"])
     if kind == "matmul" and any(tensors[t]["role"] == "weight" for t in ins):
+        gemm = p.plan_of(op["name"])
+        if gemm is not None:
+            return ("gemm", gemm, p.partials)
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
     if kind == "matmul":
         return ("attention", p.row_block)
@@ -279,7 +302,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                 layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
         if kind == "matmul" and wts:
             plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles,
-                               PRECISION[tensors[wts[0]]["dtype"]])
+                               PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]))
         elif kind == "matmul":
             heads, hd = int(params["heads"]), int(params["head_dim"])
             if attn_cells is None:

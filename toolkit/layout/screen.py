@@ -123,15 +123,19 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
               producer: dict, cache: dict) -> dict:
     lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
     if _is_linear(op, tensors):
-        key = (op["op_id"], *lin_key)
+        gemm = p.plan_of(op["name"])
+        key = (op["op_id"], *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
         if key not in cache:
-            cache[key] = _linear(op, tensors, reps, params, p, target, tiles, cache)
+            cache[key] = (_linear(op, tensors, reps, params, p, target, tiles, cache) if gemm is None
+                          else _gemm(op, gemm, tensors, reps, p, target, tiles))
         return cache[key]
     src = producer.get(op["inputs"][0])
     if op["kind"] in ("gelu", "cast", "copy") and src is not None and _is_linear(src, tensors):
-        key = (op["op_id"], "after", *lin_key)
+        gemm = p.plan_of(src["name"])
+        key = (op["op_id"], "after", *(lin_key if gemm is None else ("gemm", gemm)))
         if key not in cache:
-            cache[key] = _after_linear(op, src, tensors, params, p, target, tiles)
+            cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
+                          else _after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials)
     if key not in cache:
@@ -217,6 +221,86 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
             "phases": 1, "launches": chunks,
             "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero, "panel": 0}
+
+
+def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, result_cols, partials: str,
+                   inner_block: int | None, target: Target, tiles: int) -> dict[str, np.ndarray]:
+    """O(1) screen of GEMM plans of one linear op, vectorized over arrays of plans (``m, n, k`` and result split).
+
+    The busiest cell holds the largest balanced shard of every dimension:
+    ``ceil(rows / m) x ceil(cols / n) x ceil(inner / k)``; cells past the tiles
+    fold (``ceil(m n k / tiles)`` per tile, run one after another). The left
+    panel is received whole (an upper bound, as the layout screen counts it);
+    inner splits reduce-scatter FP16 partials of a ``result_rows x result_cols``
+    piece of each cell on each of its k tiles. Returns per-plan arrays: compute
+    per weight class, exchange, syncs, launches and per-tile bytes.
+    """
+    m, n, k, ra, rc = (np.asarray(v, dtype=np.int64) for v in (m, n, k, result_rows, result_cols))
+    rows, cols, inner = op["rows"], op["cols"], op["inner"]
+    r_max, c_max, k_max = -(-rows // m), -(-cols // n), -(-inner // k)
+    per_tile = -(-(m * n * k) // tiles)
+    split = k > 1
+    rb = np.where(split, ra, 1)
+    cb = np.where(split, np.where(rc > 0, rc, np.maximum(1, np.minimum(k // np.maximum(ra, 1), c_max // 8))), 1)
+    precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
+    part = np.where(split, partials, "f16")
+    classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
+    cyc, _, launch, _ = amp_cycles(r_max, c_max, k_max, target, weight_class=classes, dtype=precision,
+                                   partials=part, inner_block=inner_block, cast=precision == "f8")
+    a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
+    recv = r_max * k_max * a_bytes * per_tile
+    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1
+    exchange = phase_exchange_cycles(recv, frag, target)
+    piece_r, piece_c = -(-r_max // rb), -(-c_max // cb)
+    red = np.where(split, piece_r * piece_c * PARTIAL_BYTES[partials] * k * per_tile, 0)
+    red_cycles = np.where(split, reduce_cycles(piece_r * piece_c, k, target, partials) * per_tile, 0)
+    exchange = exchange + np.where(split, phase_exchange_cycles(red, k, target), 0)
+    w = tensors[op["inputs"][1]]
+    rep = reps.get(op["block"], 1) if w["per_instance"] else 1
+    wbytes = k_max * c_max * DTYPE_BYTES[w["dtype"]] * rep * per_tile
+    out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+    return {
+        "compute_interleaved": cyc[0] * per_tile + red_cycles, "compute_standard": cyc[1] * per_tile + red_cycles,
+        "exchange": exchange, "syncs": np.where(split, 2, 1), "phases": np.where(split, 6, 3),
+        "launches": launch * per_tile + split, "weight_bytes": wbytes, "bias_bytes": c_max * 2 * rep * per_tile,
+        "out_bytes": np.where(split, piece_r * piece_c, r_max * c_max) * out_b * per_tile,
+        "recv_bytes": recv + red, "panel_bytes": r_max * k_max * a_bytes, "tiles_used": np.minimum(m * n * k, tiles),
+        "out_tiles": np.minimum(m * n * np.where(split, rb * cb, 1), tiles),
+        "out_rows": np.where(split, piece_r, r_max), "out_cols": np.where(split, piece_c, c_max),
+        "chunks": per_tile,
+    }
+
+
+def _gemm(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, target: Target, tiles: int) -> dict:
+    """The screen's estimate of one linear op under its own GEMM plan (see :func:`gemm_estimates`)."""
+    e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
+        op, tensors, reps, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, p.partials, p.inner_block,
+        target, tiles).items()}
+    mask = np.arange(tiles) < int(e["tiles_used"])
+    precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
+    return {
+        "kernel": amp_kernel(precision, p.partials if gemm.k > 1 else None),
+        "compute": {cls: int(e[f"compute_{cls}"]) for cls in WEIGHT_CLASSES}, "exchange": int(e["exchange"]),
+        "syncs": int(e["syncs"]), "phases": int(e["phases"]), "launches": int(e["launches"]),
+        "weights": np.where(mask, int(e["weight_bytes"] + e["bias_bytes"]), 0),
+        "inter": np.where(mask, int(e["weight_bytes"]), 0),
+        "out": np.where(np.arange(tiles) < int(e["out_tiles"]), int(e["out_bytes"]), 0),
+        "recv": np.where(mask, int(e["recv_bytes"]), 0), "panel": int(e["panel_bytes"]),
+    }
+
+
+def _after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: int) -> dict:
+    """An elementwise op in place on a GEMM plan's output: one invocation per output piece on each tile."""
+    e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
+        src, tensors, {}, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, "f16", None, target,
+        tiles).items()}
+    chunks = int(e["chunks"])
+    cyc = chunks * int(vector_cycles(op["kind"], int(e["out_rows"]), int(e["out_cols"]), target))
+    out = chunks * int(e["out_rows"] * e["out_cols"]) * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+    zero = np.zeros(tiles, dtype=np.int64)
+    return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
+            "phases": 1, "launches": chunks, "weights": zero, "inter": zero,
+            "out": np.where(np.arange(tiles) < int(e["out_tiles"]), out, 0), "recv": zero, "panel": 0}
 
 
 def _slot_bytes(layout: Layout, nbytes: int) -> np.ndarray:

@@ -16,15 +16,17 @@ scheduled exactly and the best scheduled estimate is chosen.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
+from toolkit.layout.gemm_search import OP_CANDIDATES_SCHEMA, choose_chains, linear_ops, op_candidates, resolve_pins
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine
 from toolkit.layout.screen import DTYPE_BYTES, screen
@@ -44,6 +46,7 @@ CANDIDATES_SCHEMA = {
     "panel_groups": pl.Int64,
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
     "partials": pl.String,
+    "plans": pl.String,      # per-op GEMM plans ("fc1=4x92x4/16x92; fc2=4x24x15"); null: every linear on the grid
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
     "peak_interleaved_bytes": pl.Int64, "weight_bytes": pl.Int64, "support_bytes": pl.Int64,
@@ -62,9 +65,11 @@ class LayoutResult:
     graph: Graph               # the graph the chosen layout applies to (fused QKV may differ from the input)
     tiles: int
     graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
+    params: dict[int, LayoutParams] = field(default_factory=dict)   # the typed layout of every candidate id
+    op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {"candidates": self.candidates}
+        return {"candidates": self.candidates, "op_candidates": self.op_candidates}
 
     def with_choice(self, candidate_id: int, placed: dict[int, bool]) -> LayoutResult:
         """The same search with ``candidate_id`` chosen and the placement outcome of the tried finalists."""
@@ -72,9 +77,9 @@ class LayoutResult:
                              schema={"candidate_id": pl.Int32, "ok": pl.Boolean})
         cand = (self.candidates.drop("placed", strict=False).join(tried, on="candidate_id", how="left")
                 .rename({"ok": "placed"}).with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
-        chosen = params_of(cand.filter(pl.col("chosen")).row(0, named=True))
+        chosen = self.params[candidate_id]
         return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
-                            graphs=self.graphs)
+                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates)
 
 
 def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
@@ -86,25 +91,42 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     """
     tiles = min(options.tiles or graph.params.get("compute_tiles") or target.tiles, target.tiles)
     graphs = _graph_variants(graph, options)
-    rows = []
-    cid = 0
+    prepared = {f: _prepare(g) for f, g in graphs.items()}
+    pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
+                        tiles)
+    capacity = target.load_limit - target.memory_start
+    classes = tuple(_classes(options))
+    rows: list[dict] = []
+    params: dict[int, LayoutParams] = {}
+    op_frames = []
+
+    def add(p: LayoutParams, g: Graph, cache: dict) -> None:
+        ops, tensors, reps = prepared[p.fused_qkv]
+        bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
+        if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
+            by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
+        else:   # the weight classes share every byte count: one screen for all of them
+            by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
+        for cls in classes:
+            cid = len(rows)
+            params[cid] = dataclasses.replace(p, weight_class=cls)
+            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls]})
+
     for fused, g in graphs.items():
-        ops = list(g.ops.iter_rows(named=True))
-        tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
-        reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
+        ops, tensors, reps = prepared[fused]
         cache: dict = {("ops", fused): ops}
-        capacity = target.load_limit - target.memory_start
-        classes = tuple(_classes(options))
+        bases = []
         for base in _enumerate(g, options, tiles):
-            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0]})
-            bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
-            if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
-                by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
-            else:   # the weight classes share every byte count: one screen for all of them
-                by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
-            for cls in classes:
-                rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls]})
-                cid += 1
+            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused]})
+            add(p, g, cache)
+            bases.append(p)
+        if _searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
+            chains, per_op = _plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
+            op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
+            seen = {(b.row_block, b.stream_block) for b in bases}
+            for (rb, sb), chain in itertools.product(sorted(seen, key=lambda x: (x[0], x[1] or 0)), chains):
+                add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
+                                 partials=options.partials, inner_block=options.inner_block, plans=chain), g, cache)
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
@@ -115,9 +137,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         raise _no_fit(cand, options)
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
-                  "partials"]
+                  "partials", "plans"]
     distinct = feas.unique(route_keys, keep="first", maintain_order=True)
-    refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width)
+    refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width, params)
     capacity = target.load_limit - target.memory_start
     sched = pl.DataFrame({"candidate_id": list(refined), "sched": [v[0] for v in refined.values()],
                           "rows": [v[1] for v in refined.values()]},
@@ -133,12 +155,15 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     best = ranked["candidate_id"][0]
     cand = (cand.with_columns((pl.col("candidate_id") == best).alias("chosen"))
             .cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
-    chosen = params_of(cand.filter(pl.col("chosen")).row(0, named=True))
-    return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs)
+    chosen = params[int(best)]
+    op_cand = (pl.concat(op_frames) if op_frames else pl.DataFrame(schema={**OP_CANDIDATES_SCHEMA,
+                                                                           "fused_qkv": pl.Boolean}))
+    return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
+                        params=params, op_candidates=op_cand)
 
 
 def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: int,
-                 width: int) -> dict[int, tuple[int, int]]:
+                 width: int, params: dict[int, LayoutParams]) -> dict[int, tuple[int, int]]:
     """Refine candidates until ``width`` are likely to fit with their exchange plan rows.
 
     Returns ``{candidate_id: (refined cycles, plan-row bytes on the fullest tile)}`` for
@@ -158,7 +183,7 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
     for i, r in enumerate(order.iter_rows(named=True)):
         if fitting == width or (i >= first.height and fitting):
             break
-        p = params_of(r)
+        p = params[r["candidate_id"]]
         if p.fused_qkv not in prepared:
             g = graphs[p.fused_qkv]
             prepared[p.fused_qkv] = (
@@ -206,9 +231,14 @@ def _linear_weight_bound(ops: list[dict], tensors: dict, reps: dict, params: dic
         ws = [t for t in op["inputs"] if tensors[t]["role"] == "weight" and len(tensors[t]["shape"]) == 2]
         if op["kind"] != "matmul" or not ws:
             continue
-        grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
         w = tensors[ws[0]]
         rep = reps.get(op["block"], 1) if w["per_instance"] else 1
+        gemm = p.plan_of(op["name"])
+        if gemm is not None:   # the largest balanced shard, folded when the plan has more cells than tiles
+            per_chunk = -(-op["inner"] // gemm.k) * -(-op["cols"] // gemm.n) * DTYPE_BYTES[w["dtype"]]
+            total += per_chunk * rep * -(-gemm.tiles // tiles)
+            continue
+        grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
         per_chunk = min(grid.inner_block, op["inner"]) * min(grid.col_block, op["cols"]) * DTYPE_BYTES[w["dtype"]]
         total += per_chunk * rep * grid.max_chunks_per_tile(tiles)
     return total
@@ -252,7 +282,36 @@ def _asdict(p: LayoutParams) -> dict:
 def _param_cols(p: LayoutParams) -> dict:
     return {"row_block": p.row_block, "stream_block": p.stream_block or p.row_block, "row_shard": p.row_shard,
             "panel_groups": p.panel_groups, "inner_split": p.inner_split, "inner_block": p.inner_block,
-            "weight_class": p.weight_class, "fused_qkv": p.fused_qkv, "partials": p.partials}
+            "weight_class": p.weight_class, "fused_qkv": p.fused_qkv, "partials": p.partials,
+            "plans": plans_label(p)}
+
+
+def plans_label(p: LayoutParams) -> str | None:
+    """The per-op plans of a layout as text (``"fc1=4x92x4; fc2=4x24x15"``, short op names); None without any."""
+    if not p.plans:
+        return None
+    return "; ".join(f"{name.rsplit('.', 1)[-1]}={g.label()}" for name, g in p.plans)
+
+
+def _prepare(g: Graph) -> tuple[list[dict], dict, dict]:
+    ops = list(g.ops.iter_rows(named=True))
+    tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
+    reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
+    return ops, tensors, reps
+
+
+def _searches_plans(o: Options) -> bool:
+    """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
+    knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
+    return o.plan_search and all(k is None for k in knobs)
+
+
+def _plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
+                 weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
+    pinned = dict(pins)
+    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+              for op in linear_ops(ops, tensors) if op["name"] not in pinned}
+    return choose_chains(frames, target.load_limit - target.memory_start, pinned)
 
 
 def params_of(row: dict) -> LayoutParams:

@@ -203,7 +203,9 @@ def _staging(prog, first_id: int, target: Target) -> tuple[pl.DataFrame, pl.Data
     n_dest = int(tc["destination"].max()) + 1
     key = tc["phase"].astype(np.int64) * n_dest + tc["destination"]
     uniq, inverse = np.unique(key, return_inverse=True)
-    received = np.bincount(inverse, weights=tc["size_bytes"]).astype(np.int64)
+    # the window holds whole words: a transfer of an odd number of half-words still takes its last word
+    wb = target.word_bytes
+    received = np.bincount(inverse, weights=-(-tc["size_bytes"] // wb) * wb).astype(np.int64)
     tc["staging_object"] = first_id + inverse  # rows stay in emission order (grouped by op and wave)
     transfers = pl.DataFrame({k: tc[k] for k in TRANSFERS_SCHEMA}).cast(TRANSFERS_SCHEMA)
     slices = pl.DataFrame({k: tc[k] for k in SLICES_SCHEMA}).cast(SLICES_SCHEMA)

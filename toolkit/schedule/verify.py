@@ -34,8 +34,12 @@ def _col(df: pl.DataFrame, name: str) -> np.ndarray:
     return df[name].to_numpy()
 
 
-def verify_schedule(s) -> None:
-    """Raise :class:`InvalidIRError` when the schedule breaks an invariant."""
+def verify_schedule(s, target=None) -> None:
+    """Raise :class:`InvalidIRError` when the schedule breaks an invariant.
+
+    With ``target``, staging objects must also hold what they receive in whole
+    words (up to the staging window).
+    """
     objs = s.objects.sort("object_id")
     n = objs.height
     if n and not np.array_equal(_col(objs, "object_id"), np.arange(n)):
@@ -69,6 +73,16 @@ def verify_schedule(s) -> None:
         _fail(f"transfer {col} missing", tr, (ids < 0) | (ids >= n))
         _fail(f"transfer {col} on another tile than its {end}", tr, o_tile[ids] != _col(tr, end))
         _fail(f"transfer {col} used outside its lifetime", tr, (t_phase < o_first[ids]) | (t_phase > o_last[ids]))
+
+    if target is not None and tr.height:   # a receive stages whole words: an odd half-word still takes a word
+        so = _col(tr, "staging_object")
+        staged = so >= 0
+        wb = target.word_bytes
+        need = np.bincount(so[staged], weights=-(-_col(tr, "size_bytes")[staged] // wb) * wb, minlength=n)
+        short = np.zeros(tr.height, dtype=bool)
+        short[staged] = o_size[so[staged]] < np.minimum(need[so[staged]], target.staging_window_bytes)
+        _fail("staging object smaller than the words it receives", tr.with_columns(
+            staging_bytes=pl.Series(o_size[np.maximum(so, 0)])), short)
 
     # the first phase at which each object holds complete data
     is_out = (op["role"] == "out").to_numpy()

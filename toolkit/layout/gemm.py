@@ -1,0 +1,125 @@
+"""One matmul's plan as data: an ``m x n x k`` compute grid and the result grid of its reduced output.
+
+The real compiler writes a GEMM plan ``a x b x c``: row (M) partitions x column
+(N) partitions x inner (K) partitions of the kernel-invoking tiles, and a result
+grid ``R x C`` saying how the reduced output is scattered over the
+K-partition tiles (``4x92x4/16x92``: each of the 4 x 92 cells' output is split
+4 ways by rows over its 4 inner-split tiles). Shards are balanced and never
+need to divide: 729 rows in 4 partitions are 183/182/182/182. Inner-split
+cells write FP16 partials that the result tiles reduce (the FP16 reduction).
+
+A :class:`GemmPlan` is the typed value; :func:`parse_plan` reads the text form
+and :meth:`GemmPlan.label` writes it. Its fields are :data:`PLAN_FIELDS`
+(candidate columns, pins and labels derive from them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.errors import OptionError
+
+_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?\s*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmPlan:
+    """Compute grid ``m x n x k`` (row, column, inner partitions) and the result split of each cell's output."""
+
+    m: int
+    n: int
+    k: int
+    result_rows: int = 1       # each (m, n) cell's reduced output is cut into result_rows x result_cols pieces,
+    result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "result_rows"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                msg = f"GEMM plan {name}={v!r} must be a positive integer"
+                raise OptionError(msg, field=name, value=v)
+        if not isinstance(self.result_cols, int) or isinstance(self.result_cols, bool) or self.result_cols < 0:
+            msg = f"GEMM plan result_cols={self.result_cols!r} must be a non-negative integer (0: the default)"
+            raise OptionError(msg, field="result_cols", value=self.result_cols)
+        if self.result_rows * max(self.result_cols, 1) > self.k:
+            msg = (f"GEMM plan {self.label()}: the result split {self.result_rows} x {max(self.result_cols, 1)} "
+                   f"needs more than the k={self.k} inner-split tiles of a cell")
+            raise OptionError(msg, field="result", value=self.label())
+
+    @property
+    def tiles(self) -> int:
+        return self.m * self.n * self.k
+
+    def result_split(self, width: int) -> tuple[int, int]:
+        """(rows, cols) pieces of one cell's output of ``width`` columns: the explicit split or the default."""
+        if self.k == 1:
+            return 1, 1
+        if self.result_cols:
+            return self.result_rows, self.result_cols
+        return self.result_rows, max(1, min(self.k // self.result_rows, width // 8))
+
+    def label(self) -> str:
+        """The text form: ``4x92x4``, with ``/R x C`` when the result grid is given."""
+        base = f"{self.m}x{self.n}x{self.k}"
+        if self.result_rows == 1 and self.result_cols == 0:
+            return base
+        return f"{base}/{self.m * self.result_rows}x{self.n * max(self.result_cols, 1)}"
+
+
+PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(GemmPlan))
+
+
+def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
+    """``"4x92x4"`` or ``"4x92x4/16x92"`` (compute grid / result grid) as a :class:`GemmPlan`."""
+    if isinstance(text, GemmPlan):
+        return text
+    mt = _PLAN.match(text) if isinstance(text, str) else None
+    if mt is None:
+        msg = (f"plan for op {op!r} is {text!r}; write 'MxNxK' (row x column x inner partitions, e.g. '4x92x4') "
+               f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92')")
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
+    if 0 in (m, n, k):
+        msg = f"plan for op {op!r} is {text!r}: partition counts must be positive"
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    if mt.group(4) is None:
+        return GemmPlan(m=m, n=n, k=k)
+    rr, rc = int(mt.group(4)), int(mt.group(5))
+    if rr % m or rc % n or rr == 0 or rc == 0:
+        msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
+               f"{m} rows x {n} columns (each cell's output cut into whole pieces), e.g. '{m}x{n}x{k}/{m * k}x{n}'")
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    try:
+        return GemmPlan(m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n)
+    except OptionError as exc:
+        msg = f"plan for op {op!r} is {text!r}: {exc}; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows"
+        raise OptionError(msg, field=f"plans.{op}", value=text) from None
+
+
+def balanced_bounds(extent: int, parts: int) -> np.ndarray:
+    """Boundaries of ``parts`` balanced shards of ``extent`` (the first ``extent % parts`` one longer)."""
+    parts = max(1, min(parts, extent))
+    i = np.arange(parts + 1, dtype=np.int64)
+    return i * (extent // parts) + np.minimum(i, extent % parts)
+
+
+def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut every shard of ``bounds`` into ``parts`` balanced pieces: (piece bounds, piece index, shard of each piece).
+
+    A shard shorter than ``parts`` gives as many pieces as it has elements; the
+    piece index says which of the ``parts`` result tiles holds each piece.
+    """
+    starts, ends = bounds[:-1], bounds[1:]
+    lens = ends - starts
+    per = np.minimum(parts, np.maximum(lens, 1))
+    shard = np.repeat(np.arange(len(lens)), per)
+    j = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
+    lo = starts[shard] + (j * lens[shard]) // per[shard]
+    return np.append(lo, bounds[-1]), j, shard
+
+
+__all__ = ["PLAN_FIELDS", "GemmPlan", "balanced_bounds", "parse_plan", "sub_bounds"]

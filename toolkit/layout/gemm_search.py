@@ -1,0 +1,168 @@
+"""Per-op GEMM plans: resolve pins, enumerate and screen plans of every linear op, and choose chains of them.
+
+Every linear op gets thousands of candidate plans (``m x n x k`` and result
+splits, :func:`enumerate_plans`), screened at once by
+:func:`toolkit.layout.screen.gemm_estimates` with the calibrated kernel
+model, an exchange estimate and per-tile bytes. The chain is chosen per op
+under memory budgets: resident weights of all linear ops share every tile, so
+each op may use its share (by weight bytes) of a budget, and a few budgets are
+tried (``BUDGETS``); every chain then becomes a whole-graph candidate that the
+layout screen, the beam refinement with real routes and placement judge like
+any other. The per-op frame (:data:`OP_CANDIDATES_SCHEMA`) keeps every plan
+with its estimates and the chains that chose it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+
+import numpy as np
+import polars as pl
+
+from toolkit.errors import InfeasibleError, OptionError
+from toolkit.layout.gemm import GemmPlan, parse_plan
+from toolkit.layout.screen import gemm_estimates
+from toolkit.target import Target
+
+#: shares of the weight budget tried when choosing per-op plans (lower: less memory, more exchange)
+BUDGETS = (1.0, 0.7, 0.5, 0.35)
+#: memory kept out of the weight budget: staging window, package support and the largest transient set
+RESERVE_BYTES = 32 * 1024 + 48 * 1024 + 160 * 1024
+M_CHOICES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
+K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
+
+OP_CANDIDATES_SCHEMA = {
+    "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
+    "result_cols": pl.Int64, "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64,
+    "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
+    "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "chosen_in": pl.List(pl.Float64),
+}
+
+
+def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
+    return [op for op in ops if op["kind"] == "matmul" and any(tensors[t]["role"] == "weight" for t in op["inputs"])]
+
+
+def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
+                 tiles: int) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
+    """Pinned plans per graph variant: a key matches the op named it or ending in ``"." + key``.
+
+    Unknown keys, keys naming an op that is not a linear, malformed plans and
+    plans needing more tiles than the compute tiles raise errors naming the op
+    and the value (with the closest legal alternative).
+    """
+    out: dict[bool, list[tuple[str, GemmPlan]]] = {v: [] for v in variants}
+    names = sorted({op["name"] for ops in variants.values() for op in ops})
+    for key, text in pins:
+        matched = False
+        for v, ops in variants.items():
+            lin = {op["name"] for op in linear_ops(ops, tensors[v])}
+            for op in ops:
+                if op["name"] != key and not op["name"].endswith("." + key):
+                    continue
+                matched = True
+                if op["name"] not in lin:
+                    msg = (f"plans pins op {op['name']!r} (key {key!r}), which is a {op['kind']} without weights; "
+                           f"plans apply to linear ops: {sorted(lin)}")
+                    raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
+                plan = parse_plan(text, op=op["name"])
+                if plan.tiles > tiles:
+                    n = max(1, tiles // (plan.m * plan.k))
+                    msg = (f"plan {plan.label()} for op {op['name']!r} needs {plan.tiles} tiles, more than the {tiles} "
+                           f"compute tiles; the closest that fits is {plan.m}x{n}x{plan.k}")
+                    raise InfeasibleError(msg, field=f"plans.{key}", value=text, op=op["name"])
+                out[v].append((op["name"], plan))
+        if not matched:
+            close = difflib.get_close_matches(key, names + [n.rsplit(".", 1)[-1] for n in names], n=2)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else f"; ops: {names}"
+            msg = f"plans names op {key!r}, which no op of the graph is or ends with{hint}"
+            raise OptionError(msg, field=f"plans.{key}", value=text)
+    return {v: tuple(sorted(p)) for v, p in out.items()}
+
+
+def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:
+    """Candidate plans of one linear op: row, column and inner partitions that fit the tiles, with result splits.
+
+    Inner partitions keep at least one coefficient panel (``depth`` deep) per
+    tile; column counts are the most the tiles allow and those giving whole
+    16-column panels; inner-split plans scatter their result by columns (the
+    default) or by rows.
+    """
+    rows, cols, inner = op["rows"], op["cols"], op["inner"]
+    out: dict[str, list[int]] = {k: [] for k in ("m", "n", "k", "result_rows", "result_cols")}
+    for m, k in itertools.product(M_CHOICES, K_CHOICES):
+        if m > rows or (k > 1 and math.ceil(inner / k) < depth) or m * k > tiles:
+            continue
+        n_max = min(tiles // (m * k), cols)
+        ns = {n_max} | {math.ceil(cols / (16 * j)) for j in range(1, 33)}
+        for n in sorted(x for x in ns if 1 <= x <= n_max):
+            splits = [(1, 0)] if k == 1 else [(1, 0)] + ([(k, 1)] if math.ceil(rows / m) >= k else [])
+            for ra, rc in splits:
+                for key, v in zip(out, (m, n, k, ra, rc), strict=True):
+                    out[key].append(v)
+    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+
+
+def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
+                  inner_block: int | None, weight_class: str) -> pl.DataFrame:
+    """Every enumerated plan of one linear op with its screened estimates (OP_CANDIDATES_SCHEMA, no chains yet)."""
+    w = tensors[op["inputs"][1]]
+    depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
+    plans = enumerate_plans(op, tiles, depth)
+    e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
+                       plans["result_cols"], partials, inner_block, target, tiles)
+    compute = e[f"compute_{weight_class}"]
+    sync = e["syncs"] * target.costs.sync_cycles
+    labels = [GemmPlan(m=int(m), n=int(n), k=int(k), result_rows=int(a), result_cols=int(c)).label()
+              for m, n, k, a, c in zip(*plans.values(), strict=True)]
+    return pl.DataFrame({
+        "op": op["name"], "plan": labels, **plans, "tiles_used": e["tiles_used"],
+        "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"], "est_sync_cycles": sync,
+        "est_cycles": compute + e["exchange"] + sync, "weight_bytes": e["weight_bytes"] + e["bias_bytes"],
+        "transient_bytes": e["recv_bytes"] + e["out_bytes"], "chosen_in": [[] for _ in labels],
+    }, schema=OP_CANDIDATES_SCHEMA)
+
+
+def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],
+                  ) -> tuple[list[tuple[tuple[str, GemmPlan], ...]], pl.DataFrame]:
+    """Per budget of :data:`BUDGETS`, the cheapest plan of every unpinned op whose weights fit its share.
+
+    An op's share of the weight budget ``budget x (capacity - RESERVE_BYTES)``
+    is its part of the smallest weight bytes per tile any plan achieves (the
+    ops' weights share every tile). Returns the distinct chains (pinned plans
+    included) and the per-op frame with ``chosen_in`` (the budgets that chose
+    each plan).
+    """
+    floor = {op: int(f["weight_bytes"].min()) for op, f in frames.items()}
+    total = sum(floor.values()) or 1
+    room = capacity - RESERVE_BYTES
+    chains: list[tuple[tuple[str, GemmPlan], ...]] = []
+    chosen: dict[tuple[str, str], list[float]] = {}
+    for budget in BUDGETS:
+        chain = dict(pinned)
+        for op, f in frames.items():
+            if op in pinned:
+                continue
+            share = budget * room * floor[op] / total
+            ok = f.filter(pl.col("weight_bytes") <= max(share, floor[op]))
+            best = ok.sort("est_cycles", "weight_bytes", "plan").row(0, named=True)
+            chain[op] = GemmPlan(m=best["m"], n=best["n"], k=best["k"], result_rows=best["result_rows"],
+                                 result_cols=best["result_cols"])
+            chosen.setdefault((op, best["plan"]), []).append(budget)
+        key = tuple(sorted(chain.items()))
+        if key not in chains:
+            chains.append(key)
+    per_op = pl.concat(frames.values()) if frames else pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
+    if chosen:
+        tag = pl.DataFrame({"op": [o for o, _ in chosen], "plan": [p for _, p in chosen],
+                            "_in": list(chosen.values())}, schema={"op": pl.String, "plan": pl.String,
+                                                                    "_in": pl.List(pl.Float64)})
+        per_op = (per_op.join(tag, on=["op", "plan"], how="left")
+                  .with_columns(pl.coalesce("_in", "chosen_in").alias("chosen_in")).drop("_in"))
+    return chains, per_op.select(list(OP_CANDIDATES_SCHEMA))
+
+
+__all__ = ["BUDGETS", "OP_CANDIDATES_SCHEMA", "choose_chains", "enumerate_plans", "linear_ops", "op_candidates",
+           "resolve_pins"]
