@@ -1,0 +1,129 @@
+"""Per-op GEMM plans: the plan type, pins and their errors, the schedule of every plan family, the per-op search."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import toolkit
+from toolkit.check import check
+from toolkit.errors import InfeasibleError, InvalidIRError, OptionError
+from toolkit.graph.builders import mlp_block
+from toolkit.layout.gemm import GemmPlan, balanced_bounds, parse_plan, sub_bounds
+from toolkit.layout.plans import LayoutParams
+from toolkit.schedule import schedule
+from toolkit.schedule.verify import verify_schedule
+
+IPU = toolkit.ipu21()
+
+
+def test_plan_text_round_trips_and_shards_balance() -> None:
+    p = parse_plan("4x92x4/16x92")
+    assert (p.m, p.n, p.k, p.result_rows, p.result_cols) == (4, 92, 4, 4, 1)
+    assert p.label() == "4x92x4/16x92" and parse_plan("4x24x15").label() == "4x24x15"
+    assert np.diff(balanced_bounds(729, 4)).tolist() == [183, 182, 182, 182]
+    assert np.diff(balanced_bounds(4304, 92)).tolist().count(47) == 72   # 72 x 47 + 20 x 46 = 4304
+    bounds, j, shard = sub_bounds(np.array([0, 5, 7]), 3)
+    assert bounds.tolist() == [0, 1, 3, 5, 6, 7] and j.tolist() == [0, 1, 2, 0, 1] and shard.tolist() == [0, 0, 0, 1, 1]
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("4x92", r"write 'MxNxK'"),
+    ("4x0x4", r"partition counts must be positive"),
+    ("4x92x4/10x92", r"must be a multiple of the compute grid's 4 rows x 92 columns"),
+    ("4x92x2/16x92", r"needs more than the k=2 inner-split tiles"),
+])
+def test_malformed_plans_name_the_op(text, match) -> None:
+    with pytest.raises(OptionError, match=match) as err:
+        parse_plan(text, op="mlp.fc1")
+    assert err.value.field == "plans.mlp.fc1"
+
+
+def test_pins_that_cannot_apply_are_refused_by_name() -> None:
+    with pytest.raises(OptionError, match=r"plans names op 'fc3'.*did you mean 'fc2' or 'fc1'"):
+        toolkit.compile("mlp-single-b1", options={"plans": {"fc3": "4x92x4"}})
+    with pytest.raises(OptionError, match=r"'mlp.gelu' \(key 'gelu'\), which is a gelu without weights"):
+        toolkit.compile("mlp-single-b1", options={"plans": {"gelu": "4x92x4"}})
+    with pytest.raises(InfeasibleError, match=r"needs 1600 tiles, more than the 1472 .* closest that fits is 4x92x4"):
+        toolkit.compile("mlp-single-b1", options={"plans": {"fc1": "4x100x4"}})
+    with pytest.raises(OptionError, match=r"must map op names to plan strings"):
+        toolkit.compile("mlp-single-b1", options={"plans": {"fc1": 4}})
+
+
+def _tiny(plans: dict[str, str], tokens=5, width=32, hidden=47, weight_dtype="f8_143"):
+    from toolkit.graph.ir import DType
+    g = mlp_block(tokens=tokens, width=width, hidden=hidden, weight_dtype=DType(weight_dtype))
+    p = LayoutParams(row_block=tokens, stream_block=1,
+                     plans=tuple(sorted((f"mlp.{k}", parse_plan(v)) for k, v in plans.items())))
+    return g, p
+
+
+@pytest.mark.parametrize("plans", [
+    {"fc1": "2x3x2/4x3", "fc2": "1x2x3"},          # result by rows; uneven column shards (47 = 16 + 16 + 15)
+    {"fc1": "3x2x1", "fc2": "2x2x2/2x4"},          # result by columns of each cell
+    {"fc1": "1x1x1", "fc2": "5x1x1"},              # one cell; one row per tile
+])
+def test_every_plan_family_schedules_and_checks(plans) -> None:
+    g, p = _tiny(plans)
+    s = schedule(g, p, IPU, tiles=16)
+    verify_schedule(s, IPU)
+    c = toolkit.compile(g, options={"plans": plans, "tiles": 16, "row_block": 5, "stream_block": 1,
+                                    "simulate": False, "check": True})
+    assert c.check.passed, c.check.message
+    assert c.layout.chosen.plans == p.plans
+
+
+def test_a_staging_object_too_small_for_its_words_is_a_bug_in_us() -> None:
+    g, p = _tiny({"fc1": "2x3x2/4x3", "fc2": "1x2x3"})
+    s = schedule(g, p, IPU, tiles=16)
+    staged = s.transfers.filter(pl.col("size_bytes") % 4 != 0)["staging_object"]
+    assert staged.len(), "the case needs transfers of an odd number of half-words"
+    shrunk = s.objects.with_columns(pl.when(pl.col("object_id") == staged[0]).then(pl.col("size_bytes") - 2)
+                                    .otherwise(pl.col("size_bytes")).alias("size_bytes"))
+    with pytest.raises(InvalidIRError, match=r"staging object smaller than the words it receives"):
+        verify_schedule(dataclasses.replace(s, objects=shrunk), IPU)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 3), st.booleans(), st.integers(3, 9))
+def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, by_rows, tokens) -> None:
+    k1 = min(k1, 2)   # 32-wide inner: at most two 16-deep shards
+    fc1 = f"{m1}x{n1}x{k1}" + (f"/{m1 * k1}x{n1}" if by_rows and k1 > 1 and tokens // m1 >= k1 else "")
+    plans = {"fc1": fc1, "fc2": f"{m2}x{n2}x{k2}"}
+    g, p = _tiny(plans, tokens=tokens, hidden=40, weight_dtype="f16")
+    verify_schedule(schedule(g, p, IPU, tiles=64), IPU)
+    c = toolkit.compile(g, options={"plans": plans, "tiles": 64, "row_block": tokens, "stream_block": 1,
+                                    "simulate": False, "check": True, "placement_time_limit": 1.0})
+    assert c.check.passed, (plans, c.check.message)
+
+
+def test_the_search_offers_per_op_chains_and_keeps_the_typed_plan() -> None:
+    r = toolkit.compile("mlp-single-b1", options={"simulate": False}).layout
+    per_op = r.op_candidates
+    assert set(per_op["op"]) == {"mlp.fc1", "mlp.fc2"} and per_op.height > 1000
+    assert per_op.filter(pl.col("chosen_in").list.len() > 0).height >= 2
+    chains = r.candidates.filter(pl.col("plans").is_not_null())
+    assert chains.height > 0 and chains["feasible"].any()
+    chosen = r.candidates.filter(pl.col("chosen")).row(0, named=True)
+    assert r.params[chosen["candidate_id"]] == r.chosen   # the typed value, never parsed back from the row
+    if chosen["plans"] is not None:
+        assert all(f"{n.rsplit('.', 1)[1]}={g.label()}" in chosen["plans"] for n, g in r.chosen.plans)
+    # a global knob pinned: the grid decides every linear (no per-op chains)
+    grid = toolkit.compile("mlp-single-b1", options={"row_block": 18, "simulate": False}).layout
+    assert grid.candidates["plans"].null_count() == grid.candidates.height and grid.chosen.row_block == 18
+
+
+@pytest.mark.slow
+def test_the_historical_fp16_plan_compiles_places_and_checks() -> None:
+    c = toolkit.compile("mlp-single-b1", options={"weight_dtype": "f16", "check": True,
+                                                  "plans": {"fc1": "4x92x4", "fc2": "4x24x15"}})
+    assert c.placement.fits and c.check.passed, c.check.message
+    fc1 = c.schedule.commands.filter((pl.col("op_id") == 1) & pl.col("kernel").str.starts_with("amp"))
+    assert fc1["tile"].n_unique() == 1472 and set(fc1["rows"]) == {182, 183} and set(fc1["inner"]) == {288}
+    assert dict(c.layout.chosen.plans)["mlp.fc1"] == GemmPlan(m=4, n=92, k=4)
