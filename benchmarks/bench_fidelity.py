@@ -57,8 +57,9 @@ print(json.dumps({
     "cropped": int(crop(c.profile).cropped_cycles), "est": int(c.est_cycles()), "placed": bool(c.placement.fits),
     "compute": int(c.est_cycles("compute")), "exchange": int(c.est_cycles("exchange")),
     "sync": int(c.est_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
-    "layout": {k: getattr(chosen, k) for k in ("row_block", "stream_block", "row_shard", "inner_split",
-                                               "weight_class", "fused_qkv")},
+    "layout": {**{k: getattr(chosen, k) for k in ("row_block", "stream_block", "weight_class", "fused_qkv")},
+               **({"plans": c.summary()["plans"].item()} if chosen.plans else
+                  {k: getattr(chosen, k) for k in ("row_shard", "inner_split")})},
     "wall": wall, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 

@@ -106,6 +106,7 @@ class Compilation:
             "row_block": [chosen["row_block"]],
             "row_shard": [chosen["row_shard"]],
             "inner_split": [chosen["inner_split"]],
+            "plans": [chosen["plans"]],
             "weight_class": [chosen["weight_class"]],
             "fused_qkv": [chosen["fused_qkv"]],
         })

@@ -29,7 +29,9 @@ from toolkit.widgets.render import chart_widget, html_table
 #: compare_layouts columns after ``layout``
 COMPARE_COLUMNS = ("est_cycles", "compute_cycles", "exchange_cycles", "sync_cycles", "launches", "kernel_calls",
                    "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
-                   "inner_split", "weight_class", "fused_qkv")
+                   "inner_split", "plans", "weight_class", "fused_qkv")
+#: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
+PLAN_CHOICES = 10
 #: a dropdown choice that leaves the parameter to the search
 AUTO = ("auto", "auto")
 
@@ -50,11 +52,15 @@ def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilati
 def pin_label(options: Options) -> str:
     """The layout pins of ``options`` as ``name=value`` (``searched`` when nothing is pinned)."""
     pins = [f"{k}={getattr(options, k)}" for k in PARAMETERS if getattr(options, k, None) is not None]
+    pins += [f"{op}={plan}" for op, plan in options.plans]
     return ", ".join(pins) or "searched"
 
 
 class LayoutExplorer:
-    """Controls (row-block slider; row shard, inner split, weight class, fused QKV) over one workload.
+    """Controls (row-block slider; row shard, inner split, weight class, fused QKV; a plan per GEMM) over one workload.
+
+    Each GEMM control offers the per-op plans the search screened best (``m x n x k``
+    with its result grid); choosing one pins that op's plan, ``auto`` leaves it to the search.
 
     ``pins`` are :class:`toolkit.Options` fields: layout pins set the controls'
     starting values, other options (``tiles``, ``beam_width`` ...) apply to
@@ -90,15 +96,18 @@ class LayoutExplorer:
                                     value=_control(self.options.fused_qkv), description="QKV", disabled=not attention)
         self._pinned_row_block = self.options.row_block is not None
         self._set_shards(chosen.row_block, self.options.row_shard)
+        self.gemm = self._gemm_controls(first)
         self.status = w.HTML()
         self.pareto_chart = chart_widget(None)
         self.tradeoff_chart = chart_widget(None)
         self.table = w.HTML()
-        for control in (self.row_block, self.row_shard, self.inner_split, self.weight_class, self.fused_qkv):
+        for control in (self.row_block, self.row_shard, self.inner_split, self.weight_class, self.fused_qkv,
+                        *self.gemm.values()):
             control.observe(self._changed, names="value")
         self.widget = w.VBox([
             w.HBox([self.row_block, self.row_shard, self.inner_split]),
             w.HBox([self.weight_class, self.fused_qkv]),
+            w.HBox(list(self.gemm.values())),
             self.status, self.pareto_chart, self.tradeoff_chart, self.table,
         ])
         self.compilation = first
@@ -107,10 +116,13 @@ class LayoutExplorer:
     # -- state ---------------------------------------------------------------------
     def current_options(self) -> Options:
         """The options the controls select (the row block counts as pinned once the slider moved)."""
+        plans = {**dict(self.options.plans), **{op: v for op, c in self.gemm.items()
+                                                  if (v := _pin(c.value)) is not None}}
         return dataclasses.replace(
             self.options, row_block=self.row_block.value if self._pinned_row_block else None,
             row_shard=_pin(self.row_shard.value), inner_split=_pin(self.inner_split.value),
-            weight_class=_pin(self.weight_class.value), fused_qkv=_pin(self.fused_qkv.value))
+            weight_class=_pin(self.weight_class.value), fused_qkv=_pin(self.fused_qkv.value),
+            plans=tuple(sorted(plans.items())))
 
     @property
     def candidates(self) -> pl.DataFrame:
@@ -155,6 +167,22 @@ class LayoutExplorer:
             self._pinned_row_block = True
             self._set_shards(self.row_block.value, _pin(self.row_shard.value))
         self.update()
+
+    def _gemm_controls(self, first: Compilation) -> dict[str, w.Dropdown]:
+        """One dropdown per linear op of the compiled graph: auto, the best screened plans and the chosen one."""
+        per_op = first.layout.op_candidates
+        chosen = {name.rsplit(".", 1)[-1]: g.label() for name, g in first.layout.chosen.plans}
+        pinned = dict(self.options.plans)
+        out = {}
+        for op in per_op["op"].unique(maintain_order=True).to_list():
+            short = op.rsplit(".", 1)[-1]
+            best = (per_op.filter(pl.col("op") == op).sort("est_cycles", "weight_bytes")
+                    .unique("plan", maintain_order=True).head(PLAN_CHOICES)["plan"].to_list())
+            labels = list(dict.fromkeys([*(x for x in (chosen.get(short), pinned.get(short)) if x), *best]))
+            out[short] = w.Dropdown(options=[AUTO, *((f"{lab}" + (" (chosen)" if lab == chosen.get(short) else ""),
+                                                      lab) for lab in labels)],
+                                    value=pinned.get(short, AUTO[1]), description=short)
+        return out
 
     def _set_shards(self, row_block: int, keep: int | None) -> None:
         """Row-shard choices for ``row_block``: auto and the shards the search enumerates."""
