@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolkit
-from toolkit.check import check
 from toolkit.errors import InfeasibleError, InvalidIRError, OptionError
 from toolkit.graph.builders import mlp_block
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, parse_plan, sub_bounds

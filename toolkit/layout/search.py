@@ -167,19 +167,21 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
     """Refine candidates until ``width`` are likely to fit with their exchange plan rows.
 
     Returns ``{candidate_id: (refined cycles, plan-row bytes on the fullest tile)}`` for
-    every refined candidate. Candidates are refined in screen order (fastest
-    first) and then, while fewer than ``width`` fit with their plan rows, in
-    order of smallest screened peak (memory-bound workloads); at most
-    ``2 * width`` per pass. "Fits" keeps ``PACKING_MARGIN`` of the memory free;
-    a candidate over it is kept, ranked after those that fit, and exact
-    placement decides.
+    every refined candidate. Candidates whose screened peak leaves the packing
+    margin free are refined in screen order (fastest first); then, while fewer
+    than ``width`` fit with their plan rows, the rest in order of smallest
+    screened peak (memory-bound workloads); at most ``2 * width`` per pass.
+    "Fits" keeps ``PACKING_MARGIN`` of the memory free; a candidate over it is
+    kept, ranked after those that fit, and exact placement decides.
     """
     room = int((target.load_limit - target.memory_start) * (1 - PACKING_MARGIN))
     refined: dict[int, tuple[int, int]] = {}
     fitting = 0
     prepared: dict[bool, tuple] = {}
-    first = distinct.head(2 * width)
-    order = pl.concat([first, distinct.slice(2 * width).sort("peak_live_bytes", "est_cycles").head(2 * width)])
+    likely = distinct.filter(pl.col("peak_live_bytes") <= room)
+    first = likely.head(2 * width)
+    rest = distinct.join(first.select("candidate_id"), on="candidate_id", how="anti")
+    order = pl.concat([first, rest.sort("peak_live_bytes", "est_cycles").head(2 * width)])
     for i, r in enumerate(order.iter_rows(named=True)):
         if fitting == width or (i >= first.height and fitting):
             break
