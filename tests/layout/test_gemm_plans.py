@@ -46,7 +46,7 @@ def test_malformed_plans_name_the_op(text, match) -> None:
 def test_pins_that_cannot_apply_are_refused_by_name() -> None:
     with pytest.raises(OptionError, match=r"plans names op 'fc3'.*did you mean 'fc2' or 'fc1'"):
         toolkit.compile("mlp-single-b1", options={"plans": {"fc3": "4x92x4"}})
-    with pytest.raises(OptionError, match=r"'mlp.gelu' \(key 'gelu'\), which is a gelu without weights"):
+    with pytest.raises(OptionError, match=r"'mlp.gelu' \(key 'gelu'\), which is a gelu; plans apply to matmuls"):
         toolkit.compile("mlp-single-b1", options={"plans": {"gelu": "4x92x4"}})
     with pytest.raises(InfeasibleError, match=r"needs 1600 tiles, more than the 1472 .* closest that fits is 4x92x4"):
         toolkit.compile("mlp-single-b1", options={"plans": {"fc1": "4x100x4"}})
@@ -126,3 +126,28 @@ def test_the_historical_fp16_plan_compiles_places_and_checks() -> None:
     fc1 = c.schedule.commands.filter((pl.col("op_id") == 1) & pl.col("kernel").str.starts_with("amp"))
     assert fc1["tile"].n_unique() == 1472 and set(fc1["rows"]) == {182, 183} and set(fc1["inner"]) == {288}
     assert dict(c.layout.chosen.plans)["mlp.fc1"] == GemmPlan(m=4, n=92, k=4)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("plans", [
+    {"scores": "3x2x1", "values": "2x1x3"},   # both products on grids: a gather into softmax rows, FP16 partials
+    {"scores": "2x3x1"},                      # key-split scores, shared-row values reading gathered rows
+    {"values": "3x1x2"},                      # shared-row scores, values on a grid
+])
+def test_attention_product_grids_schedule_and_check(fused, plans) -> None:
+    from toolkit.graph.builders import attention_block
+    g = attention_block(tokens=9, width=16, heads=2, batch=2, fused_qkv=fused)
+    c = toolkit.compile(g, options={"plans": plans, "tiles": 32, "row_block": 4, "stream_block": 1, "check": True})
+    assert c.check.passed, c.check.message
+    names = {n.rsplit(".", 1)[-1]: p.label() for n, p in c.layout.chosen.plans}
+    assert all(names[k] == v for k, v in plans.items())
+    if "scores" in plans:   # the softmax gathers complete rows of the key-split scores
+        sm = c.schedule.phases.filter((pl.col("name") == "attn.softmax") & (pl.col("kind") == "exchange"))
+        assert sm.height == 1
+
+
+def test_attention_product_plans_have_their_own_shape() -> None:
+    with pytest.raises(OptionError, match=r"an attention scores plan is query rows x key columns.*e.g. '8x11x1'"):
+        toolkit.compile("attention-b1", options={"plans": {"scores": "8x11x2"}})
+    with pytest.raises(OptionError, match=r"an attention values plan is .* e.g. '8x1x8'"):
+        toolkit.compile("attention-b1", options={"plans": {"values": "8x2x8"}})

@@ -59,16 +59,19 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
         matched = False
         for v, ops in variants.items():
             lin = {op["name"] for op in linear_ops(ops, tensors[v])}
+            products = {op["name"] for op in ops if op["kind"] == "matmul"} - lin   # attention scores / values
             for op in ops:
                 if op["name"] != key and not op["name"].endswith("." + key):
                     continue
                 matched = True
-                if op["name"] not in lin:
-                    msg = (f"plans pins op {op['name']!r} (key {key!r}), which is a {op['kind']} without weights; "
-                           f"plans apply to linear ops: {sorted(lin)}")
+                if op["name"] not in lin | products:
+                    msg = (f"plans pins op {op['name']!r} (key {key!r}), which is a {op['kind']}; plans apply to "
+                           f"matmuls: {sorted(lin | products)}")
                     raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
                 plan = parse_plan(text, op=op["name"])
-                if plan.tiles > tiles:
+                if op["name"] in products:
+                    _check_product(op, plan, key, text)
+                elif plan.tiles > tiles:
                     n = max(1, tiles // (plan.m * plan.k))
                     msg = (f"plan {plan.label()} for op {op['name']!r} needs {plan.tiles} tiles, more than the {tiles} "
                            f"compute tiles; the closest that fits is {plan.m}x{n}x{plan.k}")
@@ -80,6 +83,19 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
             msg = f"plans names op {key!r}, which no op of the graph is or ends with{hint}"
             raise OptionError(msg, field=f"plans.{key}", value=text)
     return {v: tuple(sorted(p)) for v, p in out.items()}
+
+
+def _check_product(op: dict, plan: GemmPlan, key: str, text: str) -> None:
+    """An attention product's plan is per (image, head): scores ``m x n x 1``, values ``m x 1 x k``."""
+    scores = op["name"].endswith(".scores")
+    bad = plan.k != 1 if scores else plan.n != 1
+    if bad or plan.result_rows != 1 or plan.result_cols:
+        want = f"{plan.m}x{plan.n}x1" if scores else f"{plan.m}x1x{plan.k}"
+        what = ("query rows x key columns per head (no inner split: the head is 72 deep)" if scores else
+                "query rows x 1 x key (inner) shards per head, partials reduced by rows")
+        kind = "scores" if scores else "values"
+        msg = f"plan {text!r} for op {op['name']!r}: an attention {kind} plan is {what}; e.g. {want!r}"
+        raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
 
 
 def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:

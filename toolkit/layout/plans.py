@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION
+from toolkit.layout.attention import scores_grid, softmax_rows, values_grid
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
@@ -76,6 +77,8 @@ class OpPlan:
     reduce_need: Layout | None = None
     key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
     precision: str = "f16"           # what the kernel's inputs are fed as (costs.PRECISION: f16 | f8)
+    coefficient: int | None = None   # need key of an attention product's AMP coefficient operand held in the
+                                     # layout's weight class (grid plans: K for scores, V for values)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -236,6 +239,24 @@ def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, h
     return Layout(shape, (g1, rows_b, col_b), tiles, cells)
 
 
+def _attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: dict, shape, batch: int, heads: int,
+                    tokens: int, hd: int, tensors: dict, p: LayoutParams, layout_of: dict, tiles: int) -> OpPlan:
+    """The plan of a scores or values op on its own per-head grid (:mod:`toolkit.layout.attention`)."""
+    common = {"op_id": op["op_id"], "name": op["name"], "kind": op["kind"], "kernel": amp_kernel("f16")}
+    if op["name"].endswith(".scores"):
+        g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles)
+        k_key = -src["k"] - 1 if src["k"] == src["q"] else src["k"]   # fused: two slices of one tensor
+        return OpPlan(**common, rule="scores", cell_tiles=g["cell_tiles"], cell_shape=g["cell_shape"],
+                      cell_wave=g["cell_wave"], needs={src["q"]: g["q"], k_key: g["k"]}, output=g["output"],
+                      coefficient=k_key)
+    g = values_grid(gemm, batch, heads, tokens, hd, shape, off["v"], _tensor3(tensors, op["output"]), tiles)
+    split = "partials" in g
+    return OpPlan(**{**common, "kernel": amp_kernel("f16", p.partials if split else None)}, rule="values",
+                  cell_tiles=g["cell_tiles"], cell_shape=g["cell_shape"], cell_wave=g["cell_wave"],
+                  needs={acts[0]: g["p"], src["v"]: g["v"]}, output=g["output"], partials=g.get("partials"),
+                  reduce_need=g.get("reduce_need"), coefficient=src["v"])
+
+
 def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
     shape = tensors[tid]["shape"]
     return (1, *shape) if len(shape) == 2 else ((1, 1, shape[0]) if len(shape) == 1 else tuple(shape))
@@ -256,7 +277,7 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
             return ("gemm", gemm, p.partials)
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
     if kind == "matmul":
-        return ("attention", p.row_block)
+        return ("attention", p.row_block, p.plan_of(op["name"]))
     if kind in ("layernorm", "add"):
         return ("stream", p.stream_block or p.row_block)
     return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block)))
@@ -320,7 +341,11 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
             shape = _tensor3(tensors, src["q"])
             cells = ct.size
-            if op["name"].endswith(".scores"):
+            gemm = p.plan_of(op["name"])
+            if gemm is not None:
+                plan = _attention_grid(op, gemm, acts, src, off, shape, batch, heads, tokens, hd, tensors, p,
+                                       layout_of, tiles)
+            elif op["name"].endswith(".scores"):
                 needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
                 k_need = qkv_need(shape, batch, heads, tokens, hd, off["k"], ct, rb, by_row_block=False)
                 if src["k"] in needs:  # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)
@@ -334,7 +359,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                               needs=needs, output=s_lay)
             else:
                 probs = acts[0]
-                needs = {probs: identity(layout_of[probs]),
+                needs = {probs: s_lay,   # in place after shared-row scores; gathered after a scores grid
                          src["v"]: qkv_need(shape, batch, heads, tokens, hd, off["v"], ct, rb, by_row_block=False)}
                 rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
                 shape_arr = np.stack([rows, np.full(cells, hd), np.full(cells, tokens), np.ones(cells, int)], -1)
@@ -358,6 +383,13 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="stream", kernel=kind,
                           cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,
                           weight_slots={t: ci_home for t in wts}, output=stream)
+        elif layout_of[acts[0]].counts[2] > 1 and kind == "softmax":   # key-split scores: gather complete rows
+            lay = softmax_rows(layout_of[acts[0]], tiles)
+            ch = lay.chunks()
+            shape_arr = np.stack([ch["r1"] - ch["r0"], ch["c1"] - ch["c0"], np.zeros(lay.tiles.size, int),
+                                  ch["g1"] - ch["g0"]], -1)
+            plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="rows", kernel=kind,
+                          cell_tiles=lay.tiles.ravel(), cell_shape=shape_arr, needs={acts[0]: lay}, output=lay)
         else:  # elementwise in place on the producer's layout
             lay = identity(layout_of[acts[0]])
             ch = lay.chunks()

@@ -137,11 +137,14 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else _after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
-    key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials)
+    products = tuple((n, g) for n, g in p.plans if n.endswith((".scores", ".values")))   # attention grids
+    key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
+           p.weight_class)
     if key not in cache:
         plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv), {})
         ops_all = cache[("ops", p.fused_qkv)]
-        base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv)
+        base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv,
+                            plans=products)
         by_op = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
         cache[key] = op_estimate(op, by_op[op["op_id"]], tensors, reps, p, target, tiles)
     return cache[key]
@@ -324,7 +327,7 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     compute: dict[str, int] = {}
     if plan.kernel.startswith("amp"):
         for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
-            wc = cls if plan.rule == "linear" else "standard"
+            wc = cls if plan.rule == "linear" or plan.coefficient is not None else "standard"
             cyc, _, calls, _ = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
                                           inner_block=p.inner_block, cast=plan.precision == "f8")

@@ -26,6 +26,7 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
+from toolkit.layout.gemm import GemmPlan
 from toolkit.layout.gemm_search import OP_CANDIDATES_SCHEMA, choose_chains, linear_ops, op_candidates, resolve_pins
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine
@@ -123,10 +124,17 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         if _searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
             chains, per_op = _plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
-            seen = {(b.row_block, b.stream_block) for b in bases}
-            for (rb, sb), chain in itertools.product(sorted(seen, key=lambda x: (x[0], x[1] or 0)), chains):
-                add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
-                                 partials=options.partials, inner_block=options.inner_block, plans=chain), g, cache)
+            seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
+            grids = _attention_grids(ops, g.params, tiles, dict(pins[fused]))
+            streams = sorted({sb for _, sb in seen}, key=lambda x: x or 0)
+            for chain, grid in itertools.product(chains, grids):
+                # shared-row attention depends on the row block; product grids and linear plans do not
+                places = seen if not grid else [(seen[0][0], sb) for sb in streams]
+                for rb, sb in places:
+                    plans = tuple(sorted({**dict(chain), **dict(grid)}.items()))
+                    add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
+                                     partials=options.partials, inner_block=options.inner_block, plans=plans), g,
+                        cache)
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
@@ -306,6 +314,29 @@ def _searches_plans(o: Options) -> bool:
     """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
     knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
     return o.plan_search and all(k is None for k in knobs)
+
+
+#: attention product grids tried per head (query-row shards; the key shards fill the tiles)
+GRID_ROWS = (4, 8, 12)
+
+
+def _attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> list[tuple]:
+    """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
+    for ``m, m'`` in :data:`GRID_ROWS`, each filling the tiles (pinned products stay as pinned)."""
+    names = {op["name"].rsplit(".", 1)[-1]: op["name"] for op in ops if op["kind"] == "matmul"}
+    if "scores" not in names or "values" not in names:
+        return [()]
+    groups = int(params["batch"]) * int(params["heads"])
+    tokens = int(params["tokens"])
+    out: list[tuple] = [()]
+    for ms, mv in itertools.product(GRID_ROWS, GRID_ROWS):
+        n, k = tiles // (groups * ms), tiles // (groups * mv)
+        if min(n, k) < 1 or ms > tokens or mv > tokens:
+            continue
+        grid = {names["scores"]: GemmPlan(m=ms, n=min(n, tokens), k=1),
+                names["values"]: GemmPlan(m=mv, n=1, k=min(k, tokens))}
+        out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
+    return list(dict.fromkeys(out))
 
 
 def _plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,

@@ -184,7 +184,7 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
     sh = plan.cell_shape[cells]
     rows, cols, inner, groups = sh[:, 0], sh[:, 1], sh[:, 2], sh[:, 3]
     if plan.kernel.startswith("amp"):
-        wc = params.weight_class if plan.rule == "linear" else "standard"
+        wc = params.weight_class if plan.rule == "linear" or plan.coefficient is not None else "standard"
         cyc, calls, launches, cast = amp_cycles(
             rows, cols, inner, target, weight_class=wc, dtype=plan.precision,
             partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
@@ -277,15 +277,17 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
         else:
             pieces, piece_wave = routes[t]
             sel = piece_wave == wave
-            pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}))
+            pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}, t))
     xphase = -1
-    if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p in pending):
+    if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p, _key in pending):
         prog.phase("sync", plan, wave, block)
         xphase = prog.phase("exchange", plan, wave, block)
     cphase = prog.phase("compute", plan, wave, block)
-    for i, tensor, need, slot, pieces in pending:
+    for i, tensor, need, slot, pieces, key in pending:
         first = xphase if xphase >= 0 else cphase
-        objs = prog.new_objects(need, slot, tensor, "activation", first, name=f"{tensors[tensor]['name']}@{plan.name}")
+        cls = prog.params.weight_class if key == plan.coefficient else "standard"   # AMP coefficients: ld128 loads
+        objs = prog.new_objects(need, slot, tensor, "activation", first, cls=cls,
+                                name=f"{tensors[tensor]['name']}@{plan.name}")
         prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase, pieces=pieces)
         operand_objs[f"in{i}"] = objs
     for t, slots in plan.weight_slots.items():

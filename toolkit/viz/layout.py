@@ -14,7 +14,7 @@ import polars as pl
 
 from toolkit.errors import OptionError
 
-DEFAULT_MAX_ROWS = 5000
+DEFAULT_MAX_ROWS = 20_000   # one point per candidate: the search screens about 5,000-10,000 layouts
 PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
               "fused_qkv")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")

@@ -1,0 +1,129 @@
+"""Attention products on grids of their own: per-head ``m x n`` scores and ``m x 1 x k`` values plans.
+
+With the shared-row plan (``plans.plan_graph``'s default) every scores cell
+holds a block of query rows against every key, and the values cell on the same
+tile reads those probabilities in place. An independent product grid (the
+plan of the scores or values op, a :class:`~toolkit.layout.gemm.GemmPlan`
+read per (image, head)) cuts the products differently:
+
+- scores ``m x n``: m query-row shards x n key-column shards per head; the
+  softmax then gathers complete rows (one owner per query shard: the tile of
+  its first key shard), so the scores' exchange is a gather;
+- values ``m x 1 x k``: m query-row shards x k key (inner) shards per head,
+  each reading its probability block and value rows; with k > 1 the FP16
+  partials are reduce-scattered by rows over the shard's k tiles.
+
+Balanced shards, as for linear plans (729 keys in 11 shards are 67/66).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
+from toolkit.layout.layout import Layout
+
+
+def _cells(groups: int, a: int, b: int, tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tiles, cell ids and waves of a ``groups x a x b`` grid (one cell per tile, waves past the tiles)."""
+    idx = np.arange(groups * a * b)
+    return (idx % tiles).astype(np.int32).reshape(groups, a, b), idx.reshape(groups, a, b), idx // tiles
+
+
+def _head_cols(shape: tuple[int, int, int], heads: int, hd: int, offset: int) -> tuple[np.ndarray, int]:
+    cols = shape[2]
+    col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * hd, [cols]]))
+    return col_b, int(np.searchsorted(col_b, offset))
+
+
+def head_rows_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, hd: int, offset: int,
+                   row_b: np.ndarray, ct: np.ndarray, ci: np.ndarray) -> Layout:
+    """Need of one head slice of Q, K or V: per image, rows cut by ``row_b``, the head's columns.
+
+    ``ct``/``ci``: ``[batch, heads, row shards, replicas]`` tiles and cells of the cells reading each block.
+    """
+    col_b, first = _head_cols(shape, heads, hd, offset)
+    n_rows = len(row_b) - 1
+    rows = (np.arange(batch)[:, None] * tokens + row_b[None, :-1]).ravel()
+    bounds = np.append(rows, batch * tokens)
+    reps = ct.shape[3]
+    tiles = np.full((1, batch * n_rows, len(col_b) - 1, reps), -1, dtype=np.int32)
+    cells = np.full_like(tiles, -1, dtype=np.int64)
+    tiles[0, :, first:first + heads, :] = ct.transpose(0, 2, 1, 3).reshape(batch * n_rows, heads, reps)
+    cells[0, :, first:first + heads, :] = ci.transpose(0, 2, 1, 3).reshape(batch * n_rows, heads, reps)
+    return Layout(shape, (np.array([0, 1]), bounds, col_b), tiles, cells)
+
+
+def scores_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, q_shape, q_off: int, k_off: int,
+                tiles: int) -> dict:
+    """Cells, needs (Q by query shard, K by key shard) and the output of an ``m x n`` scores grid per head."""
+    groups = batch * heads
+    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(tokens, gemm.n)
+    m, n = len(qb) - 1, len(kb) - 1
+    ct, ci, wave = _cells(groups, m, n, tiles)
+    g4 = (batch, heads)
+    q_need = head_rows_need(q_shape, batch, heads, tokens, hd, q_off, qb,
+                            ct.reshape(*g4, m, n), ci.reshape(*g4, m, n))
+    k_need = head_rows_need(q_shape, batch, heads, tokens, hd, k_off, kb,
+                            ct.reshape(*g4, m, n).transpose(0, 1, 3, 2), ci.reshape(*g4, m, n).transpose(0, 1, 3, 2))
+    out = Layout((groups, tokens, tokens), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
+    rows, cols = np.diff(qb)[None, :, None], np.diff(kb)[None, None, :]
+    shape = np.stack(np.broadcast_arrays(rows + 0 * ct, cols + 0 * ct, np.full_like(ct, hd), np.ones_like(ct)),
+                     -1).reshape(-1, 4)
+    return {"cell_tiles": ct.ravel(), "cell_shape": shape, "cell_wave": wave, "q": q_need, "k": k_need,
+            "output": out}
+
+
+def softmax_rows(scores: Layout, tiles: int) -> Layout:
+    """Complete softmax rows of a key-split scores layout, spread over the tiles.
+
+    Every query shard is cut into row blocks so that the (image, head, block)
+    owners fill the tiles (one owner per tile; a softmax of 7-8 rows of 729
+    keys is about 20,000 cycles on hardware, so few rows per owner pay for the
+    gather).
+    """
+    g_b, q_b, _k_b = scores.bounds
+    groups, tokens = scores.shape[0], scores.shape[2]
+    parts = max(1, tiles // max(1, groups * (len(q_b) - 1)))
+    row_b, _j, _shard = sub_bounds(q_b, parts)
+    owners = groups * (len(row_b) - 1)
+    idx = np.arange(owners)
+    tile = (idx % tiles).astype(np.int32).reshape(groups, -1, 1, 1)
+    return Layout(scores.shape, (g_b, row_b, np.array([0, tokens])), tile, idx.reshape(tile.shape))
+
+
+def values_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, v_shape, v_off: int,
+                out_shape, tiles: int) -> dict:
+    """Cells, needs (P blocks, V by key shard), partials and output of an ``m x 1 x k`` values grid per head."""
+    groups = batch * heads
+    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(tokens, gemm.k)
+    m, k = len(qb) - 1, len(kb) - 1
+    ct, ci, wave = _cells(groups, m, k, tiles)
+    g4 = (batch, heads)
+    p_need = Layout((groups, tokens, tokens), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
+    v_need = head_rows_need(v_shape, batch, heads, tokens, hd, v_off, kb,
+                            ct.reshape(*g4, m, k).transpose(0, 1, 3, 2), ci.reshape(*g4, m, k).transpose(0, 1, 3, 2))
+    rows, inner = np.diff(qb)[None, :, None], np.diff(kb)[None, None, :]
+    shape = np.stack(np.broadcast_arrays(rows + 0 * ct, np.full_like(ct, hd), inner + 0 * ct, np.ones_like(ct)),
+                     -1).reshape(-1, 4)
+    o_rows = np.append((np.arange(batch)[:, None] * tokens + qb[None, :-1]).ravel(), batch * tokens)
+    o_cols = np.arange(heads + 1) * hd
+    # [batch, heads, m, k] -> [k, batch * m, heads]
+    per = ct.reshape(*g4, m, k).transpose(3, 0, 2, 1).reshape(k, batch * m, heads)
+    per_c = ci.reshape(*g4, m, k).transpose(3, 0, 2, 1).reshape(k, batch * m, heads)
+    g1 = np.array([0, 1])
+    out = {"cell_tiles": ct.ravel(), "cell_shape": shape, "cell_wave": wave, "p": p_need, "v": v_need}
+    if k == 1:
+        out["output"] = Layout(out_shape, (g1, o_rows, o_cols), per[..., None], per_c[..., None])
+        return out
+    out["partials"] = Layout((k, *out_shape[1:]), (np.arange(k + 1), o_rows, o_cols), per[..., None],
+                             per_c[..., None])
+    red_rows, j, shard = sub_bounds(o_rows, k)   # each row shard's output cut by rows over its k tiles
+    red_t, red_c = per[j, shard], per_c[j, shard]
+    out["reduce_need"] = Layout((k, *out_shape[1:]), (np.array([0, k]), red_rows, o_cols), red_t[None, ..., None],
+                                red_c[None, ..., None])
+    out["output"] = Layout(out_shape, (g1, red_rows, o_cols), red_t[None, ..., None], red_c[None, ..., None])
+    return out
+
+
+__all__ = ["head_rows_need", "scores_grid", "softmax_rows", "values_grid"]
