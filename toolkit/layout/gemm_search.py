@@ -26,10 +26,11 @@ from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.screen import gemm_estimates
 from toolkit.target import Target
 
-#: shares of the weight budget tried when choosing per-op plans (lower: less memory, more exchange)
-BUDGETS = (1.0, 0.7, 0.5, 0.35)
-#: memory kept out of the weight budget: staging window, package support and the largest transient set
-RESERVE_BYTES = 32 * 1024 + 48 * 1024 + 160 * 1024
+#: shares of the memory (past RESERVE_BYTES) given to resident weights when choosing per-op plans; the rest bounds
+#: every op's transient bytes (its received panels, partials and outputs), since ops run one after another
+BUDGETS = (0.5, 0.6, 0.7, 0.8, 0.9)
+#: memory kept out of both budgets: the staging window and package support
+RESERVE_BYTES = 32 * 1024 + 48 * 1024
 M_CHOICES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
 
@@ -143,13 +144,15 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],
                   ) -> tuple[list[tuple[tuple[str, GemmPlan], ...]], pl.DataFrame]:
-    """Per budget of :data:`BUDGETS`, the cheapest plan of every unpinned op whose weights fit its share.
+    """Per budget of :data:`BUDGETS`, the cheapest plan of every unpinned op that fits its memory.
 
-    An op's share of the weight budget ``budget x (capacity - RESERVE_BYTES)``
-    is its part of the smallest weight bytes per tile any plan achieves (the
-    ops' weights share every tile). Returns the distinct chains (pinned plans
-    included) and the per-op frame with ``chosen_in`` (the budgets that chose
-    each plan).
+    With ``room = capacity - RESERVE_BYTES`` and budget ``f``: an op's resident
+    weights may take its share of ``f x room`` (its part of the smallest weight
+    bytes per tile any plan achieves: the ops' weights share every tile), and
+    its transient bytes the rest, ``(1 - f) x room``. Where no plan of an op
+    fits, its plan with the least weights plus transient bytes is taken.
+    Returns the distinct chains (pinned plans included) and the per-op frame
+    with ``chosen_in`` (the budgets that chose each plan).
     """
     floor = {op: int(f["weight_bytes"].min()) for op, f in frames.items()}
     total = sum(floor.values()) or 1
@@ -161,9 +164,12 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[s
         for op, f in frames.items():
             if op in pinned:
                 continue
-            share = budget * room * floor[op] / total
-            ok = f.filter(pl.col("weight_bytes") <= max(share, floor[op]))
-            best = ok.sort("est_cycles", "weight_bytes", "plan").row(0, named=True)
+            ok = f.filter((pl.col("weight_bytes") <= budget * room * floor[op] / total)
+                          & (pl.col("transient_bytes") <= (1 - budget) * room))
+            if ok.height:
+                best = ok.sort("est_cycles", "weight_bytes", "plan").row(0, named=True)
+            else:
+                best = f.sort(pl.col("weight_bytes") + pl.col("transient_bytes"), "est_cycles").row(0, named=True)
             chain[op] = GemmPlan(m=best["m"], n=best["n"], k=best["k"], result_rows=best["result_rows"],
                                  result_cols=best["result_cols"])
             chosen.setdefault((op, best["plan"]), []).append(budget)
