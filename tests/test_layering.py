@@ -57,3 +57,17 @@ def test_profile_depends_only_on_the_foundation():
     for p in PKG.rglob("*.py"):
         if _area(p) == "profile":
             assert _imports(p) <= FOUNDATION | {"profile"}, p
+
+
+def test_op_behaviour_comes_from_the_rule_column_not_the_name():
+    """Per-op behaviour is keyed by ``ops.rule``; no stage picks it by an op name suffix (``name.endswith``)."""
+    offenders = []
+    for p in PKG.rglob("*.py"):
+        if _area(p) not in ("layout", "schedule", "exchange", "package", "simulate", "check"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "endswith"
+                    and "'name'" in ast.dump(node.func.value) and "'.' + " not in ast.unparse(node)
+                    and "+" not in ast.unparse(node.args[0] if node.args else node)):
+                offenders.append(f"{p.relative_to(PKG)}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, offenders

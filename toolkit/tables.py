@@ -31,7 +31,9 @@ WORKLOADS_SCHEMA: Schema = {
     "fused_qkv": pl.Boolean, "search_qkv": pl.Boolean, "compute_tiles": BIG, "weight_dtype": STR, "description": STR,
 }
 OPS_SCHEMA: Schema = {
-    "op_id": ID, "name": STR, "kind": STR, "block": STR, "inputs": IDS, "output": ID,
+    "op_id": ID, "name": STR, "kind": STR,
+    "rule": STR,   # the op's behaviour (toolkit.graph.Rule): the key of every per-op rule table
+    "block": STR, "inputs": IDS, "output": ID,
     "rows": BIG, "cols": BIG, "inner": BIG, "groups": BIG, "flops": BIG,
 }
 TENSORS_SCHEMA: Schema = {

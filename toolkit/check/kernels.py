@@ -157,10 +157,10 @@ def _openblas_threads():
     return None, None
 
 
-def rule_name(kernel: str, op_name: str, has_weights: bool) -> str:
+def rule_name(kernel: str, op_rule: str, has_weights: bool) -> str:
     """The rule of a command: its kernel, with AMP matmuls split by what they multiply."""
     if kernel.startswith("amp_matmul"):
         if has_weights:
             return "linear_" + kernel.removeprefix("amp_matmul_")
-        return "scores" if op_name.endswith(".scores") else "values"
+        return op_rule   # scores or values
     return kernel

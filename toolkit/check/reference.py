@@ -166,7 +166,7 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
     wts = [cur[t][0] for t in ins if roles[t] == "weight"]
     kind = op["kind"]
     name = op["name"]
-    if kind == "matmul" and wts:
+    if op["rule"] == "linear":
         w_id = next(t for t in ins if roles[t] == "weight")
         a = acts[0]
         if w_id in fp8:   # the FP8 AMP reads F143 inputs cast from the FP16 value the program stores
@@ -174,10 +174,10 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
                        ACTIVATION_SCALE, dtype=np.float64)
         y = a @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
         return y[None]
-    if kind == "matmul" and name.endswith(".scores"):
+    if op["rule"] == "scores":
         q, k = _heads(op, cur, p, ("q", "k"))
         return np.einsum("bhtd,bhsd->bhts", q, k).reshape(-1, q.shape[2], k.shape[2])
-    if kind == "matmul" and name.endswith(".values"):
+    if op["rule"] == "values":
         probs = cur[ins[0]]
         (v,) = _heads(op, cur, p, ("v",))
         b, h, t, d = v.shape
@@ -202,7 +202,7 @@ def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndar
     ins = list(op["inputs"])
     out = []
     for w in which:
-        src = (ins[0] if w == "q" else ins[-1]) if op["name"].endswith(".scores") else ins[1]
+        src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
         x = cur[src][0]
         off = 0
         if x.shape[1] == 3 * width:

@@ -259,7 +259,7 @@ class ComputePlan:
     groups: list[Group]
 
 
-def plan_compute(phase: int, t: Tables, sram: Sram, op_names: dict[int, str]) -> ComputePlan:
+def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) -> ComputePlan:
     cmds = t.phase_cmds.get(phase, np.zeros(0, dtype=np.int64))
     is_copy = t.kernel[cmds] == "copy"
     cc = cmds[is_copy]
@@ -287,7 +287,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_names: dict[int, str]) ->
         uc, inv = np.unique(combo, axis=0, return_inverse=True)
         first = np.zeros(len(uc), dtype=np.int64)
         first[inv.ravel()] = np.arange(len(kc))
-        rule_of = [rule_name(str(t.kernel[kc[f]]), op_names.get(int(u[0]), ""), bool(u[1]))
+        rule_of = [rule_name(str(t.kernel[kc[f]]), op_rules.get(int(u[0]), ""), bool(u[1]))
                    for u, f in zip(uc, first, strict=True)]
         rule_code = np.array([sorted(set(rule_of)).index(r) for r in rule_of], dtype=np.int64)[inv.ravel()]
         cols = [rule_code, t.op_id[kc], (t.inp[:, kc] >= 0).sum(0), (t.wts[:, kc] >= 0).sum(0)]

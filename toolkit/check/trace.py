@@ -90,6 +90,7 @@ class Runner:
         self.ctx64 = context(g, "f32")   # the local reference: the same rule in float64, FP32 accumulation
         self.fmt = formats(g)
         self.op_name = dict(zip(g.ops["op_id"].to_list(), g.ops["name"].to_list(), strict=True))
+        self.op_rule = dict(zip(g.ops["op_id"].to_list(), g.ops["rule"].to_list(), strict=True))
         self.op_out = dict(zip(g.ops["op_id"].to_list(), g.ops["output"].to_list(), strict=True))
         self.tname = dict(zip(g.tensors["tensor_id"].to_list(), g.tensors["name"].to_list(), strict=True))
         roles = dict(zip(g.tensors["tensor_id"].to_list(), g.tensors["role"].to_list(), strict=True))
@@ -144,7 +145,7 @@ class Runner:
                     run_exchange(plans[phase], self.sram)
                 elif kind == "compute":
                     if phase not in plans:
-                        plans[phase] = plan_compute(phase, self.t, self.sram, self.op_name)
+                        plans[phase] = plan_compute(phase, self.t, self.sram, self.op_rule)
                     self._compute(plans[phase], phase, inst)
 
     def _repeat_index(self, objs: np.ndarray, inst: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from toolkit.errors import ModelError
-from toolkit.graph.ir import DType, Graph, GraphBuilder, OpKind, Role
+from toolkit.graph.ir import DType, Graph, GraphBuilder, OpKind, Role, Rule
 
 
 def _positive(**values: int) -> None:
@@ -47,7 +47,7 @@ def add_linear(b: GraphBuilder, x: int, prefix: str, rows: int, inner: int, cols
     w = b.tensor(f"{prefix}.weight", (inner, cols), weight_dtype, Role.WEIGHT)
     bias = b.tensor(f"{prefix}.bias", (cols,), DType.F16, Role.WEIGHT)
     y = b.tensor(f"{prefix}.out", (rows, cols), DType.F16, Role.ACTIVATION)
-    b.op(prefix, OpKind.MATMUL, [x, w, bias], y, rows=rows, cols=cols, inner=inner)
+    b.op(prefix, OpKind.MATMUL, [x, w, bias], y, rows=rows, cols=cols, inner=inner, rule=Rule.LINEAR)
     return y
 
 
@@ -78,12 +78,13 @@ def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: in
         k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype)
         v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype)
     s = b.tensor(f"{prefix}.scores.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.scores", OpKind.MATMUL, sorted({q, k}), s, rows=tokens, cols=tokens, inner=head_dim,
-         groups=groups)
+    b.op(f"{prefix}.scores", OpKind.MATMUL, [q] if q == k else [q, k], s, rows=tokens, cols=tokens,
+         inner=head_dim, groups=groups, rule=Rule.SCORES)   # inputs: Q then K (one fused QKV tensor: both)
     p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.softmax", OpKind.SOFTMAX, [s], p, rows=tokens, cols=tokens, groups=groups)
     o = b.tensor(f"{prefix}.values.out", (rows, width), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups)
+    b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups,
+         rule=Rule.VALUES)
     y = add_linear(b, o, f"{prefix}.proj", rows, width, width, weight_dtype)
     out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)

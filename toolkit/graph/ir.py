@@ -49,6 +49,20 @@ class OpKind(StrEnum):
     COPY = "copy"
 
 
+class Rule(StrEnum):
+    """An op's behaviour: the key of every per-op rule table (plan, estimate, lowering, reference semantics)."""
+
+    LINEAR = "linear"        # A[rows, inner] x W[inner, cols] + bias (a matmul with weights)
+    SCORES = "scores"        # Q K^T per (image, head)
+    VALUES = "values"        # P V per (image, head)
+    LAYERNORM = "layernorm"
+    GELU = "gelu"
+    SOFTMAX = "softmax"
+    ADD = "add"
+    CAST = "cast"
+    COPY = "copy"
+
+
 class Role(StrEnum):
     INPUT = "input"
     WEIGHT = "weight"
@@ -116,14 +130,20 @@ class GraphBuilder:
         return tid
 
     def op(self, name: str, kind: OpKind, inputs: list[int], output: int, *, rows: int, cols: int,
-           inner: int = 0, groups: int = 1) -> int:
+           inner: int = 0, groups: int = 1, rule: Rule | None = None) -> int:
+        """Append one op; ``rule`` defaults to the kind's own (a matmul's must be given)."""
         oid = len(self._ops["op_id"])
+        if rule is None:
+            if kind == OpKind.MATMUL:
+                msg = f"op {name!r} is a matmul: say which rule it follows (linear, scores or values)"
+                raise ModelError(msg, field="rule", op=name)
+            rule = Rule(str(kind))
         if kind == OpKind.MATMUL:
             flops = 2 * rows * cols * inner * groups
         else:
             flops = FLOPS_PER_ELEMENT[kind] * rows * cols * groups
         row = {
-            "op_id": oid, "name": name, "kind": str(kind), "block": self.block, "inputs": inputs,
+            "op_id": oid, "name": name, "kind": str(kind), "rule": str(rule), "block": self.block, "inputs": inputs,
             "output": output, "rows": rows, "cols": cols, "inner": inner, "groups": groups, "flops": flops,
         }
         for k, v in row.items():

@@ -43,7 +43,7 @@ OP_CANDIDATES_SCHEMA = {
 
 
 def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
-    return [op for op in ops if op["kind"] == "matmul" and any(tensors[t]["role"] == "weight" for t in op["inputs"])]
+    return [op for op in ops if op["rule"] == "linear"]
 
 
 def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
@@ -60,7 +60,7 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
         matched = False
         for v, ops in variants.items():
             lin = {op["name"] for op in linear_ops(ops, tensors[v])}
-            products = {op["name"] for op in ops if op["kind"] == "matmul"} - lin   # attention scores / values
+            products = {op["name"] for op in ops if op["rule"] in ("scores", "values")}   # attention products
             for op in ops:
                 if op["name"] != key and not op["name"].endswith("." + key):
                     continue
@@ -88,7 +88,7 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
 
 def _check_product(op: dict, plan: GemmPlan, key: str, text: str) -> None:
     """An attention product's plan is per (image, head): scores ``m x n x 1``, values ``m x 1 x k``."""
-    scores = op["name"].endswith(".scores")
+    scores = op["rule"] == "scores"
     bad = plan.k != 1 if scores else plan.n != 1
     if bad or plan.result_rows != 1 or plan.result_cols:
         want = f"{plan.m}x{plan.n}x1" if scores else f"{plan.m}x1x{plan.k}"

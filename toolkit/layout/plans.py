@@ -243,7 +243,7 @@ def _attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: d
                     tokens: int, hd: int, tensors: dict, p: LayoutParams, layout_of: dict, tiles: int) -> OpPlan:
     """The plan of a scores or values op on its own per-head grid (:mod:`toolkit.layout.attention`)."""
     common = {"op_id": op["op_id"], "name": op["name"], "kind": op["kind"], "kernel": amp_kernel("f16")}
-    if op["name"].endswith(".scores"):
+    if op["rule"] == "scores":
         g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles)
         k_key = -src["k"] - 1 if src["k"] == src["q"] else src["k"]   # fused: two slices of one tensor
         return OpPlan(**common, rule="scores", cell_tiles=g["cell_tiles"], cell_shape=g["cell_shape"],
@@ -271,7 +271,7 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
     """The parameters an op's plan depends on."""
     kind = op["kind"]
     ins = list(op["inputs"])
-    if kind == "matmul" and any(tensors[t]["role"] == "weight" for t in ins):
+    if op["rule"] == "linear":
         gemm = p.plan_of(op["name"])
         if gemm is not None:
             return ("gemm", gemm, p.partials)
@@ -311,8 +311,10 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         wts = [t for t in ins if tensors[t]["role"] == "weight"]
         key = _op_key(op, tensors, p, key_of)
         key_of[out] = key
-        if op["name"].endswith((".q", ".k", ".v", ".qkv")):
-            qkv_src[op["name"].rsplit(".", 1)[1]] = out
+        if op["rule"] == "scores":    # inputs: Q then K (a fused QKV tensor: one input holding both)
+            qkv_src.update(q=acts[0], k=acts[-1])
+        elif op["rule"] == "values":  # inputs: P then V
+            qkv_src["v"] = acts[-1]
         cached = cache.get((op["op_id"], key))
         if cached is not None:
             layout_of[out] = cached.output
@@ -336,16 +338,16 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             s_cells = ci.reshape(batch * heads, n_rb)[:, :, None, None]
             s_lay = Layout(s_shape, (np.arange(batch * heads + 1), rb, np.array([0, tokens])), s_tiles, s_cells)
             width = heads * hd
-            fused = "qkv" in qkv_src
-            src = {k: (qkv_src["qkv"] if fused else qkv_src[k]) for k in "qkv"}
-            off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
+            src = {k: qkv_src.get(k, qkv_src.get("v")) for k in "qkv"}
             shape = _tensor3(tensors, src["q"])
+            fused = shape[2] == 3 * width    # one QKV tensor: Q, K and V at column offsets 0, width, 2 width
+            off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
             cells = ct.size
             gemm = p.plan_of(op["name"])
             if gemm is not None:
                 plan = _attention_grid(op, gemm, acts, src, off, shape, batch, heads, tokens, hd, tensors, p,
                                        layout_of, tiles)
-            elif op["name"].endswith(".scores"):
+            elif op["rule"] == "scores":
                 needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
                 k_need = qkv_need(shape, batch, heads, tokens, hd, off["k"], ct, rb, by_row_block=False)
                 if src["k"] in needs:  # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)

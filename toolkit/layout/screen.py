@@ -116,7 +116,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
 
 
 def _is_linear(op: dict, tensors: dict) -> bool:
-    return op["kind"] == "matmul" and any(tensors[t]["role"] == "weight" for t in op["inputs"])
+    return op["rule"] == "linear"
 
 
 def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
@@ -137,7 +137,9 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else _after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
-    products = tuple((n, g) for n, g in p.plans if n.endswith((".scores", ".values")))   # attention grids
+    names = cache.setdefault(("products", p.fused_qkv), {o["name"] for o in cache[("ops", p.fused_qkv)]
+                                                         if o["rule"] in ("scores", "values")})
+    products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class)
     if key not in cache:

@@ -323,7 +323,7 @@ GRID_ROWS = (4, 8, 12)
 def _attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> list[tuple]:
     """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
     for ``m, m'`` in :data:`GRID_ROWS`, each filling the tiles (pinned products stay as pinned)."""
-    names = {op["name"].rsplit(".", 1)[-1]: op["name"] for op in ops if op["kind"] == "matmul"}
+    names = {op["rule"]: op["name"] for op in ops if op["rule"] in ("scores", "values")}
     if "scores" not in names or "values" not in names:
         return [()]
     groups = int(params["batch"]) * int(params["heads"])
