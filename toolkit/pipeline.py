@@ -113,16 +113,20 @@ class Compilation:
 
     def est_cycles(self, kind: str | None = None) -> int:
         """Estimated cycles of the whole program (or of one phase kind): compute phases from the schedule,
-        exchange phases as lowered, repeat instances multiplied in."""
-        phases = self.schedule.phases.join(
-            self.exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
-        if kind is not None:
-            phases = phases.filter(pl.col("kind") == kind)
-        per = phases.select(pl.coalesce("lowered", "est_cycles").alias("cycles"), "block")
-        inst = dict(zip(self.schedule.repeats["block"].to_list(), self.schedule.repeats["instances"].to_list(),
-                        strict=True))
-        return int(per.select((pl.col("cycles") * pl.col("block").replace_strict(
-            inst, default=1, return_dtype=pl.Int64)).sum()).item())
+        exchange phases as lowered, repeat instances multiplied in (the lowered estimate)."""
+        return lowered_cycles(self.schedule, self.exchange, kind)
+
+
+def lowered_cycles(sched: Schedule, exchange: Exchange, kind: str | None = None) -> int:
+    """The lowered estimate of a program: scheduled compute and sync phases, exchange phases as lowered."""
+    phases = sched.phases.join(
+        exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
+    if kind is not None:
+        phases = phases.filter(pl.col("kind") == kind)
+    per = phases.select(pl.coalesce("lowered", "est_cycles").alias("cycles"), "block")
+    inst = dict(zip(sched.repeats["block"].to_list(), sched.repeats["instances"].to_list(), strict=True))
+    return int(per.select((pl.col("cycles") * pl.col("block").replace_strict(
+        inst, default=1, return_dtype=pl.Int64)).sum()).item())
 
 
 def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None) -> Graph:
@@ -163,6 +167,7 @@ def compile(
     beam = (layout.candidates.filter(pl.col("beam"))
             .sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id"))
     placed: dict[int, bool] = {}
+    lowered: dict[int, int] = {}
     best = None
     for row in beam.iter_rows(named=True):
         params = layout.params[row["candidate_id"]]
@@ -173,13 +178,14 @@ def compile(
         package = step("package", size_package, sched, exchange, tiles, target)
         placement = step("placement", _placed, sched, package, target, opts)
         placed[row["candidate_id"]] = placement.fits
+        lowered[row["candidate_id"]] = lowered_cycles(sched, exchange)
         if best is None or placement.fits:
             best = (row["candidate_id"], g, sched, exchange, tiles, package, placement)
         if placement.fits:
             break
     cid, g, sched, exchange, tiles, package, placement = best
     images = step("placement", _images, package, sched, placement, target)
-    layout = layout.with_choice(cid, placed)
+    layout = layout.with_choice(cid, placed, lowered)
     c = Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
                     exchange=exchange, tiles=tiles, package=package, placement=placement, images=images,
                     timings=timings)

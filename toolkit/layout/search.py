@@ -55,6 +55,8 @@ CANDIDATES_SCHEMA = {
     "plan_row_bytes": pl.Int64,
     "chosen": pl.Boolean, "pareto": pl.Boolean,
 }
+#: columns the pipeline adds for the finalists it compiled (LayoutResult.with_choice)
+FINALIST_COLUMNS = {"placed": pl.Boolean, "lowered_cycles": pl.Int64}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +74,18 @@ class LayoutResult:
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"candidates": self.candidates, "op_candidates": self.op_candidates}
 
-    def with_choice(self, candidate_id: int, placed: dict[int, bool]) -> LayoutResult:
-        """The same search with ``candidate_id`` chosen and the placement outcome of the tried finalists."""
-        tried = pl.DataFrame({"candidate_id": list(placed), "ok": list(placed.values())},
-                             schema={"candidate_id": pl.Int32, "ok": pl.Boolean})
-        cand = (self.candidates.drop("placed", strict=False).join(tried, on="candidate_id", how="left")
-                .rename({"ok": "placed"}).with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
+    def with_choice(self, candidate_id: int, placed: dict[int, bool],
+                    lowered: dict[int, int] | None = None) -> LayoutResult:
+        """The same search with ``candidate_id`` chosen, the placement outcome of the tried finalists and
+        their lowered estimates (``lowered_cycles``: compute as scheduled, exchange phases as lowered)."""
+        lowered = lowered or {}
+        tried = pl.DataFrame({"candidate_id": list(placed), "ok": list(placed.values()),
+                              "low": [lowered.get(c) for c in placed]},
+                             schema={"candidate_id": pl.Int32, "ok": pl.Boolean, "low": pl.Int64})
+        cand = (self.candidates.drop("placed", "lowered_cycles", strict=False)
+                .join(tried, on="candidate_id", how="left")
+                .rename({"ok": "placed", "low": "lowered_cycles"})
+                .with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
         chosen = self.params[candidate_id]
         return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
                             graphs=self.graphs, params=self.params, op_candidates=self.op_candidates)
@@ -129,7 +137,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             streams = sorted({sb for _, sb in seen}, key=lambda x: x or 0)
             for chain, grid in itertools.product(chains, grids):
                 # shared-row attention depends on the row block; product grids and linear plans do not
-                places = seen if not grid else [(seen[0][0], sb) for sb in streams]
+                shared_rows = not grid and any(op["rule"] == "scores" for op in ops)
+                places = seen if shared_rows else [(seen[0][0], sb) for sb in streams]
                 for rb, sb in places:
                     plans = tuple(sorted({**dict(chain), **dict(grid)}.items()))
                     add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
