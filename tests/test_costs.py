@@ -142,7 +142,7 @@ def test_calibration_with_an_unknown_kernel_is_refused(tmp_path) -> None:
 # -- the stages price through the model ---------------------------------------------------------------------------
 def test_schedule_commands_are_priced_by_the_rule_table() -> None:
     """Every command's est_cycles is kernel_cycles of its invocation x groups, plus launches and the FP8 cast."""
-    g = toolkit.build_graph("mlp-small-repeat")
+    g = toolkit.build_graph("mlp-small-repeat", early_casts=False)   # late casts: the FP8 matmuls cast their panels
     s = schedule(g, LayoutParams(row_block=36, inner_split=2, weight_class="standard"), IPU, tiles=64)
     cmd = s.commands.filter(pl.col("kernel") != "copy")
     inv = invocations(s.commands)
@@ -186,3 +186,24 @@ def test_refine_prices_a_layout_as_the_schedule_does(workload, params, tol) -> N
     s = schedule(g, p, IPU, tiles=tiles)
     inst = max([1, *reps.values()])
     assert refined == pytest.approx(int(s.phases["est_cycles"].sum()) * inst, rel=tol)
+
+
+def test_early_casts_move_the_fp8_cast_to_the_producers() -> None:
+    opts = {"simulate": False, "plans": {"fc1": "4x46x8", "fc2": "4x12x30"}, "stream_block": 1, "row_block": 8}
+    early = toolkit.compile("mlp-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"}})
+    late = toolkit.compile("mlp-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"},
+                                                        "early_casts": False})
+    dt = dict(zip(early.graph.tensors["name"], early.graph.tensors["dtype"], strict=True))
+    assert dt["mlp.ln.out"] == dt["mlp.gelu.out"] == "f8_143"
+    ce, cl = early.schedule.commands, late.schedule.commands
+    amp_e = ce.filter(pl.col("kernel").str.starts_with("amp"))
+    amp_l = cl.filter(pl.col("kernel").str.starts_with("amp"))
+    assert (amp_e["cast_cycles"] == 0).all() and (amp_l["cast_cycles"] > 0).all()
+    assert (ce.filter(pl.col("kernel").is_in(["layernorm", "gelu"]))["cast_cycles"] > 0).all()
+    # the FP8 left panels travel at one byte per element: half the exchange bytes into the matmuls
+    ln = int(early.graph.tensors.filter(pl.col("name") == "mlp.ln.out")["tensor_id"].item())
+    sent = [c.schedule.transfers.filter(pl.col("tensor_id") == ln)["size_bytes"].sum() for c in (early, late)]
+    assert sent[0] > 0 and sent[0] * 2 == sent[1]
+    for c in (early, late):
+        r = toolkit.check(c)
+        assert r.passed, r.message

@@ -42,6 +42,7 @@ class Options:
     plan_search: bool = True                   # search per-op GEMM plans (off, or any global linear knob pinned:
                                                # every unpinned linear op follows the global grid)
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
+    early_casts: bool | None = None            # FP8 matmul inputs cast at the producers (None: the preset's own)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     simulate: bool = True                      # attach a simulated cycle profile
     check: bool = False                        # run the functional check (slower)
@@ -59,22 +60,13 @@ class Options:
         if self.weight_class is not None and self.weight_class not in WEIGHT_CLASSES:
             msg = f"option weight_class={self.weight_class!r} must be one of {WEIGHT_CLASSES}"
             raise OptionError(msg, field="weight_class", value=self.weight_class)
-        plans = self.plans
-        if isinstance(plans, Mapping):
-            plans = tuple(plans.items())
-        if not isinstance(plans, tuple | list) or not all(
-                isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], str)
-                for p in plans):
-            msg = (f"option plans={self.plans!r} must map op names to plan strings, e.g. "
-                   f"{{'fc1': '4x92x4', 'fc2': '4x24x15'}}")
-            raise OptionError(msg, field="plans", value=self.plans)
-        object.__setattr__(self, "plans", tuple(sorted((str(k), str(v)) for k, v in plans)))
-        if not isinstance(self.plan_search, bool):
-            msg = f"option plan_search={self.plan_search!r} must be true or false"
-            raise OptionError(msg, field="plan_search", value=self.plan_search)
+        self._check_plans()
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_DTYPES:
             msg = f"option weight_dtype={self.weight_dtype!r} must be one of {WEIGHT_DTYPES} (or None: the preset's)"
             raise OptionError(msg, field="weight_dtype", value=self.weight_dtype)
+        if self.early_casts is not None and not isinstance(self.early_casts, bool):
+            msg = f"option early_casts={self.early_casts!r} must be true, false or None (the preset's own)"
+            raise OptionError(msg, field="early_casts", value=self.early_casts)
         if self.partials not in PARTIALS:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
@@ -92,6 +84,21 @@ class Options:
         if not self.placement_time_limit > 0:
             msg = f"option placement_time_limit={self.placement_time_limit!r} must be positive seconds"
             raise OptionError(msg, field="placement_time_limit", value=self.placement_time_limit)
+
+    def _check_plans(self) -> None:
+        plans = self.plans
+        if isinstance(plans, Mapping):
+            plans = tuple(plans.items())
+        if not isinstance(plans, tuple | list) or not all(
+                isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], str)
+                for p in plans):
+            msg = (f"option plans={self.plans!r} must map op names to plan strings, e.g. "
+                   f"{{'fc1': '4x92x4', 'fc2': '4x24x15'}}")
+            raise OptionError(msg, field="plans", value=self.plans)
+        object.__setattr__(self, "plans", tuple(sorted((str(k), str(v)) for k, v in plans)))
+        if not isinstance(self.plan_search, bool):
+            msg = f"option plan_search={self.plan_search!r} must be true or false"
+            raise OptionError(msg, field="plan_search", value=self.plan_search)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -129,16 +129,18 @@ def lowered_cycles(sched: Schedule, exchange: Exchange, kind: str | None = None)
         inst, default=1, return_dtype=pl.Int64)).sum()).item())
 
 
-def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None) -> Graph:
+def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None,
+                  early_casts: bool | None = None) -> Graph:
     """The graph of a preset name or Workload (``weight_dtype`` overrides its weights' format), or a Graph as given."""
     if isinstance(workload, Graph):
-        if weight_dtype is not None:
-            msg = (f"option weight_dtype={weight_dtype!r} applies to a preset name or a Workload; a Graph carries its "
-                   f"own tensor dtypes (build it with weight_dtype=...)")
-            raise OptionError(msg, field="weight_dtype", value=weight_dtype)
+        for name, value in (("weight_dtype", weight_dtype), ("early_casts", early_casts)):
+            if value is not None:
+                msg = (f"option {name}={value!r} applies to a preset name or a Workload; a Graph carries its own "
+                       f"tensor dtypes (build it with {name}=...)")
+                raise OptionError(msg, field=name, value=value)
         return workload
     if isinstance(workload, str | Workload):
-        return build_graph(workload, weight_dtype=weight_dtype)
+        return build_graph(workload, weight_dtype=weight_dtype, early_casts=early_casts)
     msg = f"workload must be a preset name, a Workload or a Graph, got {type(workload).__name__}"
     raise ModelError(msg, field="workload", value=workload)
 
@@ -162,7 +164,7 @@ def compile(
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
         return out
 
-    graph = step("graph", resolve_graph, workload, opts.weight_dtype)
+    graph = step("graph", resolve_graph, workload, opts.weight_dtype, opts.early_casts)
     layout = step("layout", search_layouts, graph, target, opts)
     beam = (layout.candidates.filter(pl.col("beam"))
             .sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id"))

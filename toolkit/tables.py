@@ -28,7 +28,8 @@ IDS = pl.List(pl.Int32)
 WORKLOADS_SCHEMA: Schema = {
     "name": STR, "kind": STR, "tokens": BIG, "width": BIG, "hidden": BIG,
     "heads": BIG, "head_dim": BIG, "batch": BIG, "blocks": BIG,
-    "fused_qkv": pl.Boolean, "search_qkv": pl.Boolean, "compute_tiles": BIG, "weight_dtype": STR, "description": STR,
+    "fused_qkv": pl.Boolean, "search_qkv": pl.Boolean, "compute_tiles": BIG, "weight_dtype": STR,
+    "early_casts": pl.Boolean, "description": STR,
 }
 OPS_SCHEMA: Schema = {
     "op_id": ID, "name": STR, "kind": STR,

@@ -151,6 +151,9 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True,
             y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset())
             if stored and dtypes[op["output"]] == "f16":   # as the program stores it
                 y = y.astype(np.float16).astype(np.float64)
+            elif stored and dtypes[op["output"]] in FP8:   # an early cast: F143 codes for FP8 matmuls
+                y = decode(encode(y.astype(np.float16), ACTIVATION_FORMAT, ACTIVATION_SCALE), ACTIVATION_FORMAT,
+                           ACTIVATION_SCALE, dtype=np.float64)
             cur[op["output"]] = y
             if not outputs_only or roles[op["output"]] == "output":
                 out[(op["output"], inst)] = y.astype(np.float32)

@@ -26,10 +26,10 @@ import numpy as np
 import polars as pl
 
 from toolkit.check.kernels import RULES, KernelContext, rule_name
-from toolkit.check.reference import FP8
+from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, FP8
 from toolkit.check.sram import Sram, copy_runs, rect_runs
 from toolkit.errors import InvalidIRError
-from toolkit.numerics import decode
+from toolkit.numerics import decode, encode
 
 
 @dataclass(slots=True)
@@ -316,8 +316,10 @@ def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt:
     eb = int(t.obytes[o])
     n_el = int(dims.prod())
     raw = sram.read(start, n_el * eb)
-    if eb == 1:
-        vals = decode(raw, fmt.get(int(t.otensor[o]), "f143"), scale)
+    if eb == 1:   # F143 codes: weights at the check's weight scale, activations at ACTIVATION_SCALE
+        tensor = int(t.otensor[o])
+        vals = decode(raw, fmt.get(tensor, "f143"), scale.get(tensor, ACTIVATION_SCALE) if isinstance(
+            scale, dict) else scale)
     elif eb == 2:
         vals = raw.view(np.float16).astype(np.float32)
     else:
@@ -328,6 +330,11 @@ def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt:
 def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Round ``values`` to the objects' element type and write them; returns what was stored (float32)."""
     eb = int(t.obytes[objs[0]])
+    if eb == 1:   # an early cast: F143 codes for FP8 matmuls
+        codes = encode(values, ACTIVATION_FORMAT, ACTIVATION_SCALE)
+        _bounds(sram, start, np.full(len(start), codes[0].nbytes), "kernel output")
+        sram.write(start, codes.reshape(len(objs), -1))
+        return decode(codes, ACTIVATION_FORMAT, ACTIVATION_SCALE)
     stored = values.astype(np.float16) if eb == 2 else values.astype(np.float32)
     _bounds(sram, start, np.full(len(start), stored[0].nbytes), "kernel output")
     sram.write(start, stored.reshape(len(objs), -1))

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.check.kernels import one_blas_thread
+from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE
 from toolkit.check.run import (
     Group,
     Tables,
@@ -29,6 +30,7 @@ from toolkit.check.run import (
     write_values,
 )
 from toolkit.check.sram import Sram
+from toolkit.numerics import quantize
 
 WORST_ROWS = 20
 CHUNK_ELEMENTS = 1 << 24  # operand elements per kernel call (bounds the float32 temporaries to ~0.5 GB)
@@ -71,6 +73,10 @@ def expected_rects(t: Tables, objs: np.ndarray, tensor: np.ndarray) -> np.ndarra
 
 
 # -- the run ------------------------------------------------------------------------------
+#: relative size of one F143 step (3 mantissa bits): how far a correct F143 result may sit from a float64 rule
+FP8_STEP = 2.0**-3
+
+
 class Runner:
     """Runs the expanded program, comparing operands as they are read and results as they are written."""
 
@@ -81,6 +87,9 @@ class Runner:
         # inner-split ops: their AMP commands write partial sums (no reference tensor); their reduce writes the output
         self.split_ops = set(np.unique(t.op_id[t.kernel == "reduce"]).tolist())
         self.scale, self.tol = scale, tolerance
+        roles_ = dict(zip(c.graph.tensors["tensor_id"].to_list(), c.graph.tensors["role"].to_list(), strict=True))
+        # FP8 codes decode at the weights' scale for weights, at the activation scale for early-cast activations
+        self.fp8_scales = {t: (scale if r == "weight" else ACTIVATION_SCALE) for t, r in roles_.items()}
         # the values of every activation tensor instance as its producing kernels wrote them (NaN: not written)
         self.state: dict[tuple[int, int], np.ndarray] = {}
         reps = c.graph.repeats
@@ -163,9 +172,9 @@ class Runner:
 
     def _group(self, g, phase: int, inst: int) -> None:
         t, sram = self.t, self.sram
-        ins = [read_values(sram, t, o, sram.start(o) + off, self.fmt, self.scale)
+        ins = [read_values(sram, t, o, sram.start(o) + off, self.fmt, self.fp8_scales)
                for o, off in zip(g.inputs, g.input_off, strict=True)]
-        ws = [read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.scale)
+        ws = [read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.fp8_scales)
               for o in g.weights]
         acts = self.acts.get(g.op_id, [])
         if g.rule != "reduce" and acts:  # a reduce reads partial sums, which have no tensor
@@ -179,13 +188,20 @@ class Runner:
         local = None
         if writes_tensor:   # what the kernel should write given what it read: float64, rounded as stored
             y64 = run_rule(g, [v.astype(np.float64) for v in ins], [v.astype(np.float64) for v in ws], self.ctx64)
-            local = y64.astype(np.float16 if int(t.obytes[g.out[0]]) == 2 else np.float32).astype(np.float32)
+            eb = int(t.obytes[g.out[0]])
+            if eb == 1:   # stored as F143 (an early cast for FP8 matmuls)
+                local = quantize(y64, ACTIVATION_FORMAT, ACTIVATION_SCALE).astype(np.float32)
+            else:
+                local = y64.astype(np.float16 if eb == 2 else np.float32).astype(np.float32)
             del y64
         del ins, ws
         stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
         if writes_tensor:
             tensor = self.op_out[g.op_id]
-            self._compare(stored, g.out, tensor, inst, g, "output", phase, g.out_off, expected=local)
+            # an F143 output may round one code away from the float64 rule at a rounding boundary: one F143 step
+            fp8 = int(t.obytes[g.out[0]]) == 1
+            self._compare(stored, g.out, tensor, inst, g, "output", phase, g.out_off, expected=local,
+                          rel=FP8_STEP if fp8 else None)
             self._record(stored, g.out, tensor, inst)
 
     def _record(self, stored: np.ndarray, objs: np.ndarray, tensor: int, inst: int) -> None:
@@ -216,7 +232,8 @@ class Runner:
         return self.scales[key]
 
     def _compare(self, got: np.ndarray, objs: np.ndarray, tensor: int, inst: int, g, operand: str, phase: int,
-                 offset, *, exact: bool = False, expected: np.ndarray | None = None) -> None:
+                 offset, *, exact: bool = False, expected: np.ndarray | None = None,
+                 rel: float | None = None) -> None:
         """Record how far ``got`` is from what it should be: reads exactly, kernel outputs within the tolerance."""
         if expected is None:
             source = self._expected(tensor, inst)
@@ -225,7 +242,7 @@ class Runner:
             expected = expected_rects(self.t, objs, source)
         if expected is None or expected.shape != got.shape:
             return  # an operand holding a different view (never for well-formed programs)
-        tol = 0.0 if exact else self.tol * self._scale_of(tensor, inst)
+        tol = 0.0 if exact else (self.tol if rel is None else max(rel, self.tol)) * self._scale_of(tensor, inst)
         err = np.subtract(got, expected, out=expected if expected.dtype == got.dtype else None)
         err = np.abs(err, out=err).reshape(len(objs), -1)  # in place: operands can be large
         worst = err.argmax(axis=1)                      # NaN counts as the worst
@@ -276,7 +293,7 @@ class Runner:
             got_full = np.full(expected_full.shape, np.nan, dtype=np.float32)
             where = np.full(expected_full.shape, -1, dtype=np.int64)
             for o, _ in rects(t, objs, expected_full):
-                vals = read_values(sram, t, o, sram.start(o), self.fmt, self.scale)
+                vals = read_values(sram, t, o, sram.start(o), self.fmt, self.fp8_scales)
                 for k, obj in enumerate(o):
                     g0, g1, r0, r1, c0, c1 = t.orect[obj]
                     got_full[g0:g1, r0:r1, c0:c1] = vals[k]

@@ -3,8 +3,12 @@
 Each ``add_*`` function appends one block's ops to a :class:`GraphBuilder`
 and returns the block's output tensor; the public ``*_block`` functions wrap
 them into a one-block :class:`Graph`. Activations are FP16, weights FP8 F143
-by default (the AMP kernels read them as FP16), LayerNorm parameters and biases
-FP16. Batch folds into rows for the projections; attention groups are
+by default (run on the FP8 AMP, which reads F143 casts of its left operand),
+LayerNorm parameters and biases FP16. ``early_casts`` moves those casts to the
+producers: the LayerNorm and GELU outputs that feed FP8 matmuls are stored as
+F143 (half the bytes on the exchange, one cast per element instead of one per
+consumer tile); otherwise each FP8 matmul casts the FP16 panel it received.
+Batch folds into rows for the projections; attention groups are
 ``batch x heads`` independent (tokens x tokens) products.
 """
 
@@ -34,10 +38,15 @@ def _heads(width: int, heads: int, head_dim: int | None) -> int:
     return width // heads
 
 
-def add_layernorm(b: GraphBuilder, x: int, prefix: str, rows: int, width: int) -> int:
+def _fed(weight_dtype: DType, early_casts: bool) -> DType:
+    """What a producer feeding FP8 matmuls stores: F143 when the casts are early (at the producer), else FP16."""
+    return DType.F8_143 if early_casts and weight_dtype in (DType.F8_143, DType.F8_152) else DType.F16
+
+
+def add_layernorm(b: GraphBuilder, x: int, prefix: str, rows: int, width: int, out: DType = DType.F16) -> int:
     gamma = b.tensor(f"{prefix}.gamma", (width,), DType.F16, Role.WEIGHT)
     beta = b.tensor(f"{prefix}.beta", (width,), DType.F16, Role.WEIGHT)
-    y = b.tensor(f"{prefix}.out", (rows, width), DType.F16, Role.ACTIVATION)
+    y = b.tensor(f"{prefix}.out", (rows, width), out, Role.ACTIVATION)
     b.op(prefix, OpKind.LAYERNORM, [x, gamma, beta], y, rows=rows, cols=width)
     return y
 
@@ -52,11 +61,12 @@ def add_linear(b: GraphBuilder, x: int, prefix: str, rows: int, inner: int, cols
 
 
 def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, batch: int,
-            weight_dtype: DType = DType.F8_143, prefix: str = "mlp") -> int:
+            weight_dtype: DType = DType.F8_143, prefix: str = "mlp", early_casts: bool = True) -> int:
     rows = tokens * batch
-    h = add_layernorm(b, x, f"{prefix}.ln", rows, width)
+    fed = _fed(weight_dtype, early_casts)
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, fed)
     a = add_linear(b, h, f"{prefix}.fc1", rows, width, hidden, weight_dtype)
-    g = b.tensor(f"{prefix}.gelu.out", (rows, hidden), DType.F16, Role.ACTIVATION)
+    g = b.tensor(f"{prefix}.gelu.out", (rows, hidden), fed, Role.ACTIVATION)
     b.op(f"{prefix}.gelu", OpKind.GELU, [a], g, rows=rows, cols=hidden)
     y = add_linear(b, g, f"{prefix}.fc2", rows, hidden, width, weight_dtype)
     out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
@@ -65,11 +75,12 @@ def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, ba
 
 
 def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: int, batch: int,
-                  fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn") -> int:
+                  fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn",
+                  early_casts: bool = True) -> int:
     rows = tokens * batch
     head_dim = width // heads
     groups = batch * heads
-    h = add_layernorm(b, x, f"{prefix}.ln", rows, width)
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, _fed(weight_dtype, early_casts))
     if fused_qkv:
         qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype)
         q = k = v = qkv
@@ -100,16 +111,18 @@ def _single(name: str, params: dict, body) -> Graph:
 
 
 def mlp_block(*, tokens: int, width: int, hidden: int, batch: int = 1,
-              weight_dtype: DType = DType.F8_143) -> Graph:
+              weight_dtype: DType = DType.F8_143, early_casts: bool = False) -> Graph:
     """LayerNorm, FC1, GELU, FC2, residual add."""
     _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
     params = {"kind": "mlp", "tokens": tokens, "width": width, "hidden": hidden, "batch": batch}
     return _single("mlp", params, lambda b, x: add_mlp(b, x, tokens=tokens, width=width, hidden=hidden,
-                                                      batch=batch, weight_dtype=weight_dtype))
+                                                      batch=batch, weight_dtype=weight_dtype,
+                                                      early_casts=early_casts))
 
 
 def attention_block(*, tokens: int, width: int, heads: int, batch: int = 1, fused_qkv: bool = False,
-                    head_dim: int | None = None, weight_dtype: DType = DType.F8_143) -> Graph:
+                    head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
+                    early_casts: bool = False) -> Graph:
     """LayerNorm, Q/K/V (separate or fused), per-head scores, softmax, weighted sum, projection, residual."""
     _positive(tokens=tokens, width=width, batch=batch)
     hd = _heads(width, heads, head_dim)
@@ -117,11 +130,12 @@ def attention_block(*, tokens: int, width: int, heads: int, batch: int = 1, fuse
               "batch": batch, "fused_qkv": fused_qkv}
     return _single("attention", params, lambda b, x: add_attention(
         b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-        weight_dtype=weight_dtype))
+        weight_dtype=weight_dtype, early_casts=early_casts))
 
 
 def encoder_layer(*, tokens: int, width: int, hidden: int, heads: int, batch: int = 1, fused_qkv: bool = False,
-                  head_dim: int | None = None, weight_dtype: DType = DType.F8_143) -> Graph:
+                  head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
+                  early_casts: bool = False) -> Graph:
     """One transformer encoder layer: attention block then MLP block."""
     _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
     hd = _heads(width, heads, head_dim)
@@ -130,8 +144,9 @@ def encoder_layer(*, tokens: int, width: int, hidden: int, heads: int, batch: in
 
     def body(b: GraphBuilder, x: int) -> int:
         a = add_attention(b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-                          weight_dtype=weight_dtype)
-        return add_mlp(b, a, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype)
+                          weight_dtype=weight_dtype, early_casts=early_casts)
+        return add_mlp(b, a, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype,
+                       early_casts=early_casts)
 
     return _single("encoder", params, body)
 

@@ -35,6 +35,7 @@ class Workload:
     search_qkv: bool = True          # may the layout search try the other QKV form?
     compute_tiles: int | None = None
     weight_dtype: str = "f8_143"     # matmul weights: f8_143 / f8_152 (the FP8 AMP) or f16
+    early_casts: bool = True         # FP8 matmul inputs cast at their producers (LayerNorm, GELU), not per consumer
     description: str = ""
 
 
@@ -105,13 +106,15 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     if w.kind == "mlp":
         if w.hidden is None:
             raise ModelError(f"workload {w.name!r} (mlp) needs hidden", field="hidden", value=None)
-        g = mlp_block(tokens=w.tokens, width=w.width, hidden=w.hidden, batch=w.batch, weight_dtype=wd)
+        g = mlp_block(tokens=w.tokens, width=w.width, hidden=w.hidden, batch=w.batch, weight_dtype=wd,
+                      early_casts=w.early_casts)
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
-                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd)
+                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
-                          batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd)
+                          batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
+                          early_casts=w.early_casts)
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)

@@ -49,14 +49,26 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
     calls = full + (rest > 0)
     cyc = full * per_full + np.where(rest > 0, per_rest, 0) + calls * target.costs.launch_cycles
     launches = full * amp_panels(cols, ib, dtype, target.costs) + amp_panels(cols, rest, dtype, target.costs)
-    cast_cyc = (cycles("cast", target, rows=1, cols=rows * inner * DTYPE_BYTES["f16"]) if cast
-                else np.zeros_like(cyc))
+    cast_cyc = cast_cycles(rows * inner, target) if cast else np.zeros_like(cyc)
     return cyc + cast_cyc, calls, launches, cast_cyc
 
 
-def vector_cycles(kind: str, rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
-    """Cycles of one elementwise invocation of ``rows`` rows of width ``cols`` (plus its launch)."""
-    return cycles(kind, target, rows=rows, cols=cols) + target.costs.launch_cycles
+def vector_cycles(kind: str, rows: np.ndarray, cols: np.ndarray, target: Target, *,
+                  out_cast: bool = False) -> np.ndarray:
+    """Cycles of one elementwise invocation of ``rows`` rows of width ``cols`` (plus its launch).
+
+    ``out_cast``: the result is stored as F143 for FP8 matmuls (an early cast),
+    priced as the cast rule on its FP16 bytes.
+    """
+    out = cycles(kind, target, rows=rows, cols=cols) + target.costs.launch_cycles
+    if out_cast:
+        out = out + cast_cycles(np.asarray(rows) * np.asarray(cols), target)
+    return out
+
+
+def cast_cycles(elements: np.ndarray, target: Target) -> np.ndarray:
+    """F16 -> FP8 cast of ``elements`` values (the cast rule on their FP16 bytes)."""
+    return cycles("cast", target, rows=1, cols=np.asarray(elements) * DTYPE_BYTES["f16"])
 
 
 def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Target,

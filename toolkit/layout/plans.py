@@ -77,6 +77,8 @@ class OpPlan:
     reduce_need: Layout | None = None
     key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
     precision: str = "f16"           # what the kernel's inputs are fed as (costs.PRECISION: f16 | f8)
+    cast_input: bool = False         # an FP8 matmul casting its FP16 left panel on the tile (a late cast)
+    out_cast: bool = False           # an elementwise op storing F143 for FP8 matmuls (an early cast)
     coefficient: int | None = None   # need key of an attention product's AMP coefficient operand held in the
                                      # layout's weight class (grid plans: K for scores, V for values)
 
@@ -399,7 +401,10 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                                   ch["g1"] - ch["g0"]], -1)
             plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="elementwise", kernel=kind,
                           cell_tiles=lay.tiles.ravel(), cell_shape=shape_arr, needs={acts[0]: lay}, output=lay)
-        plan = OpPlan(**{**_fields(plan), "key": key})
+        fp8_out = tensors[out]["dtype"] in ("f8_143", "f8_152")
+        plan = OpPlan(**{**_fields(plan), "key": key,
+                         "cast_input": plan.precision == "f8" and tensors[acts[0]]["dtype"] == "f16",
+                         "out_cast": fp8_out and not plan.kernel.startswith("amp")})
         cache[(op["op_id"], key)] = plan
         layout_of[out] = plan.output
         plans.append(plan)

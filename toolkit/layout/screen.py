@@ -115,6 +115,16 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     return out
 
 
+def _casts_input(op: dict, tensors: dict) -> bool:
+    """An FP8 linear whose left operand arrives as FP16 casts it on every tile (a late cast)."""
+    return PRECISION[tensors[op["inputs"][1]]["dtype"]] == "f8" and tensors[op["inputs"][0]]["dtype"] == "f16"
+
+
+def _casts_output(op: dict, tensors: dict) -> bool:
+    """An elementwise op storing F143 for FP8 matmuls (an early cast)."""
+    return tensors[op["output"]]["dtype"] in ("f8_143", "f8_152")
+
+
 def _is_linear(op: dict, tensors: dict) -> bool:
     return op["rule"] == "linear"
 
@@ -170,11 +180,11 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     split = grid.n_s > 1
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     partials = p.partials if split else "f16"
-    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block)
+    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, _casts_input(op, tensors))
     if amp_key not in cache:   # cells of equal geometry recur across shards and splits
         classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]   # both weight classes in one pass
         cache[amp_key] = amp_cycles(rows_w, cb, ib, target, weight_class=classes, dtype=precision,
-                                    partials=partials, inner_block=p.inner_block, cast=precision == "f8")
+                                    partials=partials, inner_block=p.inner_block, cast=_casts_input(op, tensors))
     cyc, _, launch, _ = cache[amp_key]
     compute = {cls: int((cyc[i] * per_tile).sum()) for i, cls in enumerate(WEIGHT_CLASSES)}
     a = tensors[op["inputs"][0]]
@@ -217,7 +227,8 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     grid = linear_grid(n_r, src["cols"], src["inner"], p, tiles)
     per_tile = grid.max_chunks_per_tile(tiles)
     chunks = math.ceil(n_r / grid.shard) * per_tile   # producer chunks on the busiest tile, one invocation each
-    cyc = chunks * int(vector_cycles(op["kind"], p.row_block, grid.out_cols(src["cols"]), target))
+    cyc = chunks * int(vector_cycles(op["kind"], p.row_block, grid.out_cols(src["cols"]), target,
+                                     out_cast=_casts_output(op, tensors)))
     elements = chunks * p.row_block * grid.out_cols(src["cols"])
     used = min(tiles, grid.shard * grid.n_p * grid.out_slices(src["cols"]))
     mask = np.arange(tiles) < used
@@ -251,7 +262,7 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     part = np.where(split, partials, "f16")
     classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
     cyc, _, launch, _ = amp_cycles(r_max, c_max, k_max, target, weight_class=classes, dtype=precision,
-                                   partials=part, inner_block=inner_block, cast=precision == "f8")
+                                   partials=part, inner_block=inner_block, cast=_casts_input(op, tensors))
     a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
     recv = r_max * k_max * a_bytes * per_tile
     frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1
@@ -300,7 +311,8 @@ def _after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles:
         src, tensors, {}, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, "f16", None, target,
         tiles).items()}
     chunks = int(e["chunks"])
-    cyc = chunks * int(vector_cycles(op["kind"], int(e["out_rows"]), int(e["out_cols"]), target))
+    cyc = chunks * int(vector_cycles(op["kind"], int(e["out_rows"]), int(e["out_cols"]), target,
+                                     out_cast=_casts_output(op, tensors)))
     out = chunks * int(e["out_rows"] * e["out_cols"]) * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     zero = np.zeros(tiles, dtype=np.int64)
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
@@ -332,12 +344,12 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
             wc = cls if plan.rule == "linear" or plan.coefficient is not None else "standard"
             cyc, _, calls, _ = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
-                                          inner_block=p.inner_block, cast=plan.precision == "f8")
+                                          inner_block=p.inner_block, cast=plan.cast_input)
             per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)
             compute[cls] = int(per.max(axis=1).sum())
         calls = calls * sh[:, 3]
     else:
-        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 3], sh[:, 1], target)
+        cyc = vector_cycles(plan.kernel, sh[:, 0] * sh[:, 3], sh[:, 1], target, out_cast=plan.out_cast)
         calls = np.ones(n, dtype=np.int64)
         per = np.bincount(key, weights=cyc, minlength=n_w * tiles).reshape(n_w, tiles)
         compute = dict.fromkeys(WEIGHT_CLASSES, int(per.max(axis=1).sum()))

@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from toolkit.layout.cost import DTYPE_BYTES, PARTIAL_BYTES, amp_cycles, copy_cycles, reduce_cycles, vector_cycles
+from toolkit.layout.cost import (
+    DTYPE_BYTES,
+    PARTIAL_BYTES,
+    amp_cycles,
+    cast_cycles,
+    copy_cycles,
+    reduce_cycles,
+    vector_cycles,
+)
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import LayoutParams, OpPlan
 from toolkit.target import Target
@@ -188,13 +196,14 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
         cyc, calls, launches, cast = amp_cycles(
             rows, cols, inner, target, weight_class=wc, dtype=plan.precision,
             partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
-            cast=plan.precision == "f8")
+            cast=plan.cast_input)
         return {"est_cycles": cyc * groups, "calls": calls * groups, "launches": launches * groups,
                 "panels": launches * groups, "cast_cycles": cast * groups, "weight_class": wc}
     one = np.ones(len(cells), dtype=np.int64)
     zero = np.zeros(len(cells), dtype=np.int64)
-    return {"est_cycles": vector_cycles(plan.kernel, rows * groups, cols, target), "calls": one, "launches": one,
-            "panels": zero, "cast_cycles": zero, "weight_class": ""}
+    cast = cast_cycles(rows * groups * cols, target) if plan.out_cast else zero
+    return {"est_cycles": vector_cycles(plan.kernel, rows * groups, cols, target, out_cast=plan.out_cast),
+            "calls": one, "launches": one, "panels": zero, "cast_cycles": cast, "weight_class": ""}
 
 
 def _slot_of_cell(layout: Layout, n_cells: int) -> np.ndarray:
