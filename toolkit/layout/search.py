@@ -198,10 +198,8 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
     likely = distinct.filter(pl.col("peak_live_bytes") <= room)
     first = likely.head(2 * width)
     rest = distinct.join(first.select("candidate_id"), on="candidate_id", how="anti")
-    order = pl.concat([first, rest.sort("peak_live_bytes", "est_cycles").head(2 * width)])
-    for i, r in enumerate(order.iter_rows(named=True)):
-        if fitting == width or (i >= first.height and fitting):
-            break
+
+    def run(r: dict) -> bool:
         p = params[r["candidate_id"]]
         if p.fused_qkv not in prepared:
             g = graphs[p.fused_qkv]
@@ -210,7 +208,21 @@ def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: in
                 dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True)))
         g, ops, tensors, reps = prepared[p.fused_qkv]
         refined[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
-        fitting += r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
+        return r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
+
+    for r in first.iter_rows(named=True):
+        if fitting == width:
+            return refined
+        fitting += run(r)
+    if fitting:
+        return refined
+    # none fits with its plan rows yet: the fastest of those leaving room for the fewest rows seen, then by peak
+    rows = min((v[1] for v in refined.values()), default=0)
+    second = rest.sort((pl.col("peak_live_bytes") + rows) > room, "est_cycles", "peak_live_bytes").head(2 * width)
+    for r in second.iter_rows(named=True):
+        if fitting == width:
+            break
+        fitting += run(r)
     return refined
 
 
