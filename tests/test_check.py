@@ -98,7 +98,7 @@ def test_fp16_partials_pass(tiny) -> None:
 def test_mlp_single_b1_passes() -> None:
     r = check(toolkit.compile("mlp-single-b1"))
     assert r.passed, r.message
-    assert r.max_abs_deviation < 0.05 and r.max_rel_error < 0.05   # FP8 activation casts: a few % vs exact
+    assert r.max_abs_deviation < 0.15 and r.max_rel_error < 0.05   # F143 activations: a few % vs exact
 
 
 # -- corruption is caught and located -----------------------------------------------

@@ -49,18 +49,11 @@ class OpKind(StrEnum):
     COPY = "copy"
 
 
-class Rule(StrEnum):
-    """An op's behaviour: the key of every per-op rule table (plan, estimate, lowering, reference semantics)."""
-
-    LINEAR = "linear"        # A[rows, inner] x W[inner, cols] + bias (a matmul with weights)
-    SCORES = "scores"        # Q K^T per (image, head)
-    VALUES = "values"        # P V per (image, head)
-    LAYERNORM = "layernorm"
-    GELU = "gelu"
-    SOFTMAX = "softmax"
-    ADD = "add"
-    CAST = "cast"
-    COPY = "copy"
+#: An op's behaviour: the key of every per-op rule table (plan, estimate, lowering, reference semantics). A
+#: matmul is a linear (with weights: A[rows, inner] x W[inner, cols] + bias) or an attention product (scores:
+#: Q K^T, values: P V, per (image, head)); every other kind is its own rule.
+Rule = StrEnum("Rule", {"LINEAR": "linear", "SCORES": "scores", "VALUES": "values",
+                        **{k.name: k.value for k in OpKind if k is not OpKind.MATMUL}})
 
 
 class Role(StrEnum):
