@@ -50,6 +50,9 @@ if not only_search:
     out["chosen"] = str(lay.chosen)
     out["pins"] = {k: getattr(lay.chosen, k) for k in ("row_block", "row_shard", "inner_split", "weight_class",
                                                        "fused_qkv")}
+    if lay.chosen.plans:
+        out["pins"] = {k: getattr(lay.chosen, k) for k in ("row_block", "stream_block", "weight_class", "fused_qkv")}
+        out["pins"].update(plan_search=False, plans={n: p.label() for n, p in lay.chosen.plans})
 t["total"] = time.perf_counter() - s0
 out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
@@ -68,9 +71,16 @@ import json, sys
 import polars as pl
 import toolkit
 c = toolkit.compile(sys.argv[1], options={"simulate": False})
-row = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
-keys = ("row_block", "stream_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
-print(json.dumps({"pins": {k: row[k] for k in keys}, "placed": c.placement.fits}))
+chosen = c.layout.chosen
+if chosen.plans:   # per-op plans: pin them (the global grid knobs do not apply to those ops)
+    pins = {"row_block": chosen.row_block, "stream_block": chosen.stream_block or chosen.row_block,
+            "weight_class": chosen.weight_class, "fused_qkv": chosen.fused_qkv, "plan_search": False,
+            "plans": {name: g.label() for name, g in chosen.plans}}
+else:
+    row = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
+    keys = ("row_block", "stream_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
+    pins = {k: row[k] for k in keys}
+print(json.dumps({"pins": pins, "placed": c.placement.fits}))
 """
 
 
