@@ -19,7 +19,7 @@ PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_s
               "fused_qkv")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")
 _NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
-_TOOLTIP = ("candidate_id", *PARAMETERS, "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",
+_TOOLTIP = ("candidate_id", *PARAMETERS, "plans", "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",
             "sched_cycles", "reject_reason")
 
 
@@ -54,7 +54,7 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
                for c in data.columns if c in _TOOLTIP]
     low, high = drawn["est_cycles"].min(), drawn["est_cycles"].max()
     wide = low is not None and high is not None and low > 0 and high > 10 * low   # a decade or more: log axis
-    x = alt.X("est_cycles:Q", title="estimated cycles" + (" (log)" if wide else ""),
+    x = alt.X("est_cycles:Q", title="screen estimate, cycles" + (" (log)" if wide else ""),
               scale=alt.Scale(type="log", nice=False) if wide else alt.Scale(zero=False))
     y = alt.Y("peak_live_bytes:Q", title="peak live bytes per tile", scale=alt.Scale(zero=False))
     points = alt.Chart(data).mark_point(filled=True, size=45).encode(
@@ -152,7 +152,11 @@ def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_bl
         return [head, "no candidate chosen"]
     p = picked.row(0, named=True)
     same = {"stream_block": p.get("row_block")}  # a stream block equal to the row block says nothing new
+    grid = ("row_shard", "panel_groups", "inner_split", "inner_block") if p.get("plans") else ()  # unused by plans
     params = " ".join(f"{k}={p[k]}" for k in PARAMETERS
-                      if k in p and p[k] is not None and (k not in same or p[k] != same[k]))
-    last = f"chosen: {p['est_cycles']:,} estimated cycles, {p['peak_live_bytes']:,} B peak per tile"
+                      if k in p and p[k] is not None and k not in grid and (k not in same or p[k] != same[k]))
+    if p.get("plans"):
+        params += f" plans: {p['plans']}"
+    last = (f"chosen: {p['est_cycles']:,} cycles (screen estimate), {p['peak_live_bytes']:,} B peak per tile "
+            f"(screened)")
     return [head, f"chosen: {params}", last + (f"; showing row_block={row_block}" if row_block is not None else "")]
