@@ -151,3 +151,17 @@ def test_attention_product_plans_have_their_own_shape() -> None:
         toolkit.compile("attention-b1", options={"plans": {"scores": "8x11x2"}})
     with pytest.raises(OptionError, match=r"an attention values plan is .* e.g. '8x1x8'"):
         toolkit.compile("attention-b1", options={"plans": {"values": "8x2x8"}})
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.booleans(), st.booleans(),
+       st.integers(5, 11))
+def test_random_attention_grids_schedule_and_check(sm, sn, vm, vk, fused, scores_on_grid, tokens) -> None:
+    from toolkit.graph.builders import attention_block
+    g = attention_block(tokens=tokens, width=16, heads=2, batch=1, fused_qkv=fused)
+    plans = {"values": f"{vm}x1x{vk}"}
+    if scores_on_grid:
+        plans["scores"] = f"{sm}x{sn}x1"
+    c = toolkit.compile(g, options={"plans": plans, "tiles": 24, "row_block": 4, "stream_block": 1, "check": True,
+                                    "simulate": False, "placement_time_limit": 1.0})
+    assert c.check.passed, (plans, c.check.message)
