@@ -165,3 +165,14 @@ def test_random_attention_grids_schedule_and_check(sm, sn, vm, vk, fused, scores
     c = toolkit.compile(g, options={"plans": plans, "tiles": 24, "row_block": 4, "stream_block": 1, "check": True,
                                     "simulate": False, "placement_time_limit": 1.0})
     assert c.check.passed, (plans, c.check.message)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.integers(1, 3), st.integers(0, 3))
+def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols) -> None:
+    from toolkit.layout.gemm_search import plan_labels
+    if rows * max(cols, 1) > k:
+        return
+    f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols]})
+    assert f.select(plan_labels())["plan"].item() == GemmPlan(m=m, n=n, k=k, result_rows=rows,
+                                                               result_cols=cols).label()

@@ -214,9 +214,12 @@ class Runner:
         dims = self.t.odims[objs[0]]
         if stored.shape[1:] != tuple(dims):
             return
-        for k, obj in enumerate(objs):
-            g0, g1, r0, r1, c0, c1 = self.t.orect[obj]
-            self.state[key][g0:g1, r0:r1, c0:c1] = stored[k]
+        g, r, c = dims   # one scatter for every object (objects of one group share their shape)
+        rect = self.t.orect[objs]
+        gi = rect[:, 0, None, None, None] + np.arange(g)[None, :, None, None]
+        ri = rect[:, 2, None, None, None] + np.arange(r)[None, None, :, None]
+        ci = rect[:, 4, None, None, None] + np.arange(c)[None, None, None, :]
+        self.state[key][gi, ri, ci] = stored
 
     def _expected(self, tensor: int, inst: int) -> np.ndarray | None:
         """What a read of one tensor instance must return: the kernels' writes, else the data (inputs, weights)."""

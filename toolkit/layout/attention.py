@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolkit.costs import amp_kernel
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout
 
@@ -126,4 +127,27 @@ def values_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, v_
     return out
 
 
-__all__ = ["head_rows_need", "scores_grid", "softmax_rows", "values_grid"]
+def attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: dict, shape, batch: int, heads: int,
+                   tokens: int, hd: int, out_shape, partials: str, tiles: int) -> dict:
+    """The OpPlan fields of a scores or values op on its own per-head grid.
+
+    ``src``/``off``: the Q, K and V tensors and their column offsets (a fused
+    QKV tensor holds all three); the AMP coefficient operand (K for scores, V
+    for values) is named in ``coefficient``.
+    """
+    common = {"op_id": op["op_id"], "name": op["name"], "kind": op["kind"], "kernel": amp_kernel("f16")}
+    if op["rule"] == "scores":
+        g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles)
+        k_key = -src["k"] - 1 if src["k"] == src["q"] else src["k"]   # fused: two slices of one tensor
+        return {**common, "rule": "scores", "cell_tiles": g["cell_tiles"], "cell_shape": g["cell_shape"],
+                "cell_wave": g["cell_wave"], "needs": {src["q"]: g["q"], k_key: g["k"]}, "output": g["output"],
+                "coefficient": k_key}
+    g = values_grid(gemm, batch, heads, tokens, hd, shape, off["v"], out_shape, tiles)
+    split = "partials" in g
+    return {**common, "kernel": amp_kernel("f16", partials if split else None),
+            "rule": "values", "cell_tiles": g["cell_tiles"], "cell_shape": g["cell_shape"],
+            "cell_wave": g["cell_wave"], "needs": {acts[0]: g["p"], src["v"]: g["v"]}, "output": g["output"],
+            "partials": g.get("partials"), "reduce_need": g.get("reduce_need"), "coefficient": src["v"]}
+
+
+__all__ = ["attention_grid", "head_rows_need", "scores_grid", "softmax_rows", "values_grid"]

@@ -24,6 +24,7 @@ import polars as pl
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.screen import gemm_estimates
+from toolkit.options import Options
 from toolkit.target import Target
 
 #: shares of the memory (past RESERVE_BYTES) given to resident weights when choosing per-op plans; the rest bounds
@@ -132,14 +133,21 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
                        plans["result_cols"], partials, inner_block, target, tiles)
     compute = e[f"compute_{weight_class}"]
     sync = e["syncs"] * target.costs.sync_cycles
-    labels = [GemmPlan(m=int(m), n=int(n), k=int(k), result_rows=int(a), result_cols=int(c)).label()
-              for m, n, k, a, c in zip(*plans.values(), strict=True)]
     return pl.DataFrame({
-        "op": op["name"], "plan": labels, **plans, "tiles_used": e["tiles_used"],
+        "op": op["name"], **plans, "tiles_used": e["tiles_used"],
         "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"], "est_sync_cycles": sync,
         "est_cycles": compute + e["exchange"] + sync, "weight_bytes": e["weight_bytes"] + e["bias_bytes"],
-        "transient_bytes": e["recv_bytes"] + e["out_bytes"], "chosen_in": [[] for _ in labels],
-    }, schema=OP_CANDIDATES_SCHEMA)
+        "transient_bytes": e["recv_bytes"] + e["out_bytes"],
+    }).with_columns(plan_labels(), pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")).select(
+        list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
+
+
+def plan_labels() -> pl.Expr:
+    """:meth:`GemmPlan.label` as a column expression over m, n, k, result_rows, result_cols."""
+    base = pl.format("{}x{}x{}", "m", "n", "k")
+    grid = pl.format("/{}x{}", pl.col("m") * pl.col("result_rows"), pl.col("n") * pl.col("result_cols").clip(1))
+    given = (pl.col("result_rows") != 1) | (pl.col("result_cols") != 0)
+    return pl.when(given).then(pl.concat_str(base, grid)).otherwise(base).alias("plan")
 
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],
@@ -186,5 +194,52 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[s
     return chains, per_op.select(list(OP_CANDIDATES_SCHEMA))
 
 
-__all__ = ["BUDGETS", "OP_CANDIDATES_SCHEMA", "choose_chains", "enumerate_plans", "linear_ops", "op_candidates",
-           "resolve_pins"]
+def searches_plans(o: Options) -> bool:
+    """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
+    knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
+    return o.plan_search and all(k is None for k in knobs)
+
+
+#: attention product grids tried per head (query-row shards; the key shards fill the tiles)
+GRID_ROWS = (4, 8, 12)
+
+
+def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> list[tuple]:
+    """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
+    for ``m, m'`` in :data:`GRID_ROWS`, each filling the tiles (pinned products stay as pinned)."""
+    names = {op["rule"]: op["name"] for op in ops if op["rule"] in ("scores", "values")}
+    if "scores" not in names or "values" not in names:
+        return [()]
+    groups = int(params["batch"]) * int(params["heads"])
+    tokens = int(params["tokens"])
+    out: list[tuple] = [()]
+    for ms, mv in itertools.product(GRID_ROWS, GRID_ROWS):
+        n, k = tiles // (groups * ms), tiles // (groups * mv)
+        if min(n, k) < 1 or ms > tokens or mv > tokens:
+            continue
+        grid = {names["scores"]: GemmPlan(m=ms, n=min(n, tokens), k=1),
+                names["values"]: GemmPlan(m=mv, n=1, k=min(k, tokens))}
+        out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
+    return list(dict.fromkeys(out))
+
+
+def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
+                 weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
+    pinned = dict(pins)
+    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+              for op in linear_ops(ops, tensors) if op["name"] not in pinned}
+    return choose_chains(frames, target.load_limit - target.memory_start, pinned)
+
+
+__all__ = [
+    "BUDGETS",
+    "OP_CANDIDATES_SCHEMA",
+    "attention_grids",
+    "choose_chains",
+    "enumerate_plans",
+    "linear_ops",
+    "op_candidates",
+    "plan_chains",
+    "resolve_pins",
+    "searches_plans",
+]

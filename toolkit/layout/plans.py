@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolkit.costs import PRECISION
-from toolkit.layout.attention import scores_grid, softmax_rows, values_grid
+from toolkit.costs import PRECISION, amp_kernel
+from toolkit.layout.attention import attention_grid, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
@@ -50,11 +50,6 @@ class LayoutParams:
     def plan_of(self, op_name: str) -> GemmPlan | None:
         """The op's own GEMM plan, or None (it follows the global grid)."""
         return next((g for name, g in self.plans if name == op_name), None)
-
-
-def amp_kernel(precision: str, partials: str | None = None) -> str:
-    """The AMP kernel symbol of a matmul: ``amp_matmul_<inputs>`` (``_p32`` when it writes FP32 partials)."""
-    return f"amp_matmul_{precision}" + ("_p32" if partials == "f32" else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,24 +236,6 @@ def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, h
     return Layout(shape, (g1, rows_b, col_b), tiles, cells)
 
 
-def _attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: dict, shape, batch: int, heads: int,
-                    tokens: int, hd: int, tensors: dict, p: LayoutParams, layout_of: dict, tiles: int) -> OpPlan:
-    """The plan of a scores or values op on its own per-head grid (:mod:`toolkit.layout.attention`)."""
-    common = {"op_id": op["op_id"], "name": op["name"], "kind": op["kind"], "kernel": amp_kernel("f16")}
-    if op["rule"] == "scores":
-        g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles)
-        k_key = -src["k"] - 1 if src["k"] == src["q"] else src["k"]   # fused: two slices of one tensor
-        return OpPlan(**common, rule="scores", cell_tiles=g["cell_tiles"], cell_shape=g["cell_shape"],
-                      cell_wave=g["cell_wave"], needs={src["q"]: g["q"], k_key: g["k"]}, output=g["output"],
-                      coefficient=k_key)
-    g = values_grid(gemm, batch, heads, tokens, hd, shape, off["v"], _tensor3(tensors, op["output"]), tiles)
-    split = "partials" in g
-    return OpPlan(**{**common, "kernel": amp_kernel("f16", p.partials if split else None)}, rule="values",
-                  cell_tiles=g["cell_tiles"], cell_shape=g["cell_shape"], cell_wave=g["cell_wave"],
-                  needs={acts[0]: g["p"], src["v"]: g["v"]}, output=g["output"], partials=g.get("partials"),
-                  reduce_need=g.get("reduce_need"), coefficient=src["v"])
-
-
 def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
     shape = tensors[tid]["shape"]
     return (1, *shape) if len(shape) == 2 else ((1, 1, shape[0]) if len(shape) == 1 else tuple(shape))
@@ -347,8 +324,8 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             cells = ct.size
             gemm = p.plan_of(op["name"])
             if gemm is not None:
-                plan = _attention_grid(op, gemm, acts, src, off, shape, batch, heads, tokens, hd, tensors, p,
-                                       layout_of, tiles)
+                plan = OpPlan(**attention_grid(op, gemm, acts, src, off, shape, batch, heads, tokens, hd,
+                                               _tensor3(tensors, op["output"]), p.partials, tiles))
             elif op["rule"] == "scores":
                 needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
                 k_need = qkv_need(shape, batch, heads, tokens, hd, off["k"], ct, rb, by_row_block=False)

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from toolkit.costs import PRECISION
+from toolkit.costs import PRECISION, amp_kernel
 from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
@@ -29,7 +29,7 @@ from toolkit.layout.cost import (
     vector_cycles,
 )
 from toolkit.layout.layout import Layout, segmented_bounds
-from toolkit.layout.plans import LayoutParams, OpPlan, amp_kernel, linear_grid, plan_graph
+from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 

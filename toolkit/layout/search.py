@@ -26,8 +26,7 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
-from toolkit.layout.gemm import GemmPlan
-from toolkit.layout.gemm_search import OP_CANDIDATES_SCHEMA, choose_chains, linear_ops, op_candidates, resolve_pins
+from toolkit.layout.gemm_search import OP_CANDIDATES_SCHEMA, attention_grids, plan_chains, resolve_pins, searches_plans
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine
 from toolkit.layout.screen import DTYPE_BYTES, screen
@@ -129,11 +128,11 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused]})
             add(p, g, cache)
             bases.append(p)
-        if _searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
-            chains, per_op = _plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
+        if searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
+            chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
             seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
-            grids = _attention_grids(ops, g.params, tiles, dict(pins[fused]))
+            grids = attention_grids(ops, g.params, tiles, dict(pins[fused]))
             streams = sorted({sb for _, sb in seen}, key=lambda x: x or 0)
             for chain, grid in itertools.product(chains, grids):
                 # shared-row attention depends on the row block; product grids and linear plans do not
@@ -329,43 +328,6 @@ def _prepare(g: Graph) -> tuple[list[dict], dict, dict]:
     tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
     reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
     return ops, tensors, reps
-
-
-def _searches_plans(o: Options) -> bool:
-    """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
-    knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
-    return o.plan_search and all(k is None for k in knobs)
-
-
-#: attention product grids tried per head (query-row shards; the key shards fill the tiles)
-GRID_ROWS = (4, 8, 12)
-
-
-def _attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> list[tuple]:
-    """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
-    for ``m, m'`` in :data:`GRID_ROWS`, each filling the tiles (pinned products stay as pinned)."""
-    names = {op["rule"]: op["name"] for op in ops if op["rule"] in ("scores", "values")}
-    if "scores" not in names or "values" not in names:
-        return [()]
-    groups = int(params["batch"]) * int(params["heads"])
-    tokens = int(params["tokens"])
-    out: list[tuple] = [()]
-    for ms, mv in itertools.product(GRID_ROWS, GRID_ROWS):
-        n, k = tiles // (groups * ms), tiles // (groups * mv)
-        if min(n, k) < 1 or ms > tokens or mv > tokens:
-            continue
-        grid = {names["scores"]: GemmPlan(m=ms, n=min(n, tokens), k=1),
-                names["values"]: GemmPlan(m=mv, n=1, k=min(k, tokens))}
-        out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
-    return list(dict.fromkeys(out))
-
-
-def _plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
-                 weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
-    pinned = dict(pins)
-    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
-              for op in linear_ops(ops, tensors) if op["name"] not in pinned}
-    return choose_chains(frames, target.load_limit - target.memory_start, pinned)
 
 
 def params_of(row: dict) -> LayoutParams:

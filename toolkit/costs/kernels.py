@@ -1,36 +1,9 @@
-"""The cost model: cycles of one kernel invocation on one tile, and of exchange work.
+"""The kernel rule table: one vectorized rule per kernel kind, from the hardware's measured formulas.
 
-One rule per kernel kind, each a vectorized function of the invocation's
-columns; every constant is a field of ``Target.costs`` (overridable, validated,
-loadable from a target file). The schedule's commands, the layout search's
-screen and refine steps, the exchange lowering and the simulator all price
-through this module, so an estimate in the search and a simulated phase use the
-same formula by construction.
-
-Sources. The formulas are the hardware-measured ones of ``shared/HARDWARE.md``
-(``ipu-stack``'s C600 kernel measurements, September 2026); the rows they are
-checked against live in ``tests/data/hardware_kernels.csv``. Each rule's
-docstring names its source and says where a case has no measurement and the
-formula is derived from the nearest measured one.
-
-Invocation columns (:data:`INVOCATIONS_SCHEMA`):
-
-=============  ================================================================
-kernel         ``matmul``, ``reduce``, ``gelu``, ``bias_gelu``, ``layernorm``,
-               ``add_layernorm``, ``add``, ``softmax``, ``copy``, ``cast``
-dtype          ``f16`` or ``f8`` (matmul: the inputs fed to the AMP)
-weight_class   ``interleaved`` / ``standard`` (matmul only, null elsewhere)
-rows           matmul R (output rows); elementwise rows; reduce 1
-cols           matmul C; reduce output elements E; elementwise row width
-               (softmax: keys); copy and cast: bytes read
-inner          matmul K; reduce partials P; 0 elsewhere
-output         optional, matmul: ``plain`` (default) or ``packed`` stores
-partials       optional, matmul: ``f16`` (default, the hardware's) or ``f32``
-padded         optional, softmax: padded key count (default: keys rounded
-               up to 64, as the measured 25 -> 64 and 729 -> 768 cases)
-schedule       optional, softmax: ``best`` (default: the cheaper), ``split``
-               (split rows; needs >= 128 keys) or ``whole`` (one row per worker)
-=============  ================================================================
+Every rule takes the invocation columns (numpy arrays or scalars, see
+:mod:`toolkit.costs`) and ``Target.costs`` and returns the cycles of ONE
+invocation on one tile. Each rule's docstring names its source and says where
+a case has no measurement and the formula is derived from the nearest one.
 """
 
 from __future__ import annotations
@@ -40,21 +13,23 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from toolkit.errors import OptionError
-from toolkit.target import Costs, Target, ipu21
+from toolkit.options import PARTIALS
+from toolkit.target import Costs, Target
 
 KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast")
 DTYPES = ("f16", "f8")
-WEIGHT_CLASSES = ("interleaved", "standard")
 OUTPUTS = ("plain", "packed")
-PARTIALS = ("f16", "f32")
 #: the element type (``f16`` / ``f8``) each stored tensor dtype feeds the AMP with
 PRECISION = {"f16": "f16", "f32": "f16", "f8_143": "f8", "f8_152": "f8"}
 
 #: the kernel symbols the schedule's commands name, and the rule that prices each
+def amp_kernel(precision: str, partials: str | None = None) -> str:
+    """A matmul's kernel symbol (a key of KERNEL_SYMBOLS): ``amp_matmul_<inputs>``, ``_p32`` for FP32 partials."""
+    return f"amp_matmul_{precision}" + ("_p32" if partials == "f32" else "")
+
+
 KERNEL_SYMBOLS = {
-    "amp_matmul_f16": "matmul", "amp_matmul_f8": "matmul", "amp_matmul_f16_p32": "matmul",
-    "amp_matmul_f8_p32": "matmul", **{k: k for k in KERNELS if k != "matmul"},
+    **{amp_kernel(d, p): "matmul" for d in DTYPES for p in PARTIALS}, **{k: k for k in KERNELS if k != "matmul"},
 }
 
 INVOCATIONS_SCHEMA = {
@@ -272,121 +247,6 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
 }
 
 
-# -- the public contract ------------------------------------------------------------------------------------------
-def kernel_cycles(invocations: pl.DataFrame, target: Target | None = None) -> pl.Series:
-    """Cycles of ONE invocation on one tile per row (Int64), from the rule of its ``kernel``.
-
-    ``invocations`` has the columns of :data:`INVOCATIONS_SCHEMA` (and any of
-    :data:`OPTIONAL_COLUMNS`); see the module docstring. Unknown kernels, bad
-    dtypes, weight classes or sizes raise :class:`OptionError` naming the row
-    and the field. Cycles include the kernel call and the workers' setup, not
-    the supervisor's launch (``costs.launch_cycles``).
-    """
-    x = _columns(invocations)
-    c = (target or ipu21()).costs
-    out = np.zeros(invocations.height, dtype=np.int64)
-    for kernel, rule in RULES.items():
-        sel = x["kernel"] == kernel
-        if sel.any():
-            out[sel] = rule({k: v[sel] for k, v in x.items()}, c)
-    return pl.Series("cycles", out, dtype=pl.Int64)
-
-
-def _columns(inv: pl.DataFrame) -> Cols:
-    if not isinstance(inv, pl.DataFrame):
-        msg = f"invocations must be a polars DataFrame, got {type(inv).__name__}"
-        raise OptionError(msg, field="invocations", value=type(inv).__name__)
-    missing = [k for k in INVOCATIONS_SCHEMA if k not in inv.columns and k != "weight_class"]
-    if missing:
-        msg = f"invocations lack column(s) {missing}; give {list(INVOCATIONS_SCHEMA)} (see toolkit.costs)"
-        raise OptionError(msg, field=missing[0], value=None)
-    n = inv.height
-    x: Cols = {}
-    for name in ("kernel", "dtype"):
-        x[name] = _strings(inv, name, None)
-    x["weight_class"] = _strings(inv, "weight_class", None) if "weight_class" in inv.columns else np.full(n, None)
-    x["output"] = _strings(inv, "output", "plain")
-    x["partials"] = _strings(inv, "partials", "f16")
-    x["schedule"] = _strings(inv, "schedule", "best")
-    for name in ("rows", "cols", "inner"):
-        x[name] = _ints(inv, name)
-    _check(x, "kernel", ~np.isin(x["kernel"], KERNELS), f"one of {KERNELS}")
-    _check(x, "dtype", ~np.isin(x["dtype"], DTYPES), f"one of {DTYPES}")
-    mm = x["kernel"] == "matmul"
-    _check(x, "weight_class", mm & ~np.isin(x["weight_class"], WEIGHT_CLASSES),
-           f"one of {WEIGHT_CLASSES} for a matmul")
-    _check(x, "output", ~np.isin(x["output"], OUTPUTS), f"one of {OUTPUTS}")
-    _check(x, "partials", ~np.isin(x["partials"], PARTIALS), f"one of {PARTIALS}")
-    _check(x, "schedule", ~np.isin(x["schedule"], SCHEDULES), f"one of {SCHEDULES}")
-    _check(x, "schedule", (x["schedule"] == "split") & (x["kernel"] == "softmax") & (x["cols"] < 128),
-           "'best' or 'whole' below 128 keys (the split-row schedule needs at least 128)")
-    for name in ("rows", "cols", "inner"):
-        _check(x, name, x[name] < 0, "a non-negative integer")
-    default_pad = _cdiv(x["cols"], 64) * 64
-    x["padded"] = default_pad if "padded" not in inv.columns else np.where(
-        inv["padded"].is_null().to_numpy(), default_pad, inv["padded"].fill_null(0).cast(pl.Int64).to_numpy())
-    _check(x, "padded", (x["kernel"] == "softmax") & (x["padded"] < x["cols"]), "at least the key count (cols)")
-    return x
-
-
-def _strings(inv: pl.DataFrame, name: str, default: str | None) -> np.ndarray:
-    if name not in inv.columns:
-        return np.full(inv.height, default, dtype=object)
-    col = inv[name]
-    if col.dtype not in (pl.String, pl.Categorical, pl.Enum, pl.Null):
-        msg = f"invocations column {name!r} must hold strings, got {col.dtype}"
-        raise OptionError(msg, field=name, value=str(col.dtype))
-    values = np.array(col.cast(pl.String).to_list(), dtype=object)
-    if default is not None:
-        values[pd_null(values)] = default
-    return values
-
-
-def pd_null(values: np.ndarray) -> np.ndarray:
-    return np.array([v is None for v in values], dtype=bool) if values.dtype == object else np.zeros(len(values), bool)
-
-
-def _ints(inv: pl.DataFrame, name: str) -> np.ndarray:
-    col = inv[name]
-    if not col.dtype.is_integer():
-        msg = f"invocations column {name!r} must be integers, got {col.dtype}"
-        raise OptionError(msg, field=name, value=str(col.dtype))
-    nulls = col.is_null().to_numpy()
-    if nulls.any():
-        row = int(np.flatnonzero(nulls)[0])
-        msg = f"invocations row {row}: {name} is null; give a size (0 where the kernel has none)"
-        raise OptionError(msg, field=name, value=None, row=row)
-    return col.cast(pl.Int64).to_numpy()
-
-
-def _check(x: Cols, name: str, bad: np.ndarray, expected: str) -> None:
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        value = x[name][row].item() if isinstance(x[name][row], np.generic) else x[name][row]
-        msg = (f"invocations row {row} (kernel {x['kernel'][row]!r}): {name}={value!r} is not valid; "
-               f"expected {expected}" + (f" ({int(bad.sum())} rows like it)" if bad.sum() > 1 else ""))
-        raise OptionError(msg, field=name, value=value, row=row)
-
-
-# -- helpers the stages call with numpy columns ------------------------------------------------------------------
-def cycles(kernel: str, target: Target, *, rows, cols, inner=0, dtype="f16", weight_class=None, output="plain",
-           partials="f16", padded=None, schedule="best") -> np.ndarray:
-    """:func:`kernel_cycles` of one kernel kind over numpy columns (scalars broadcast); no frame is built.
-
-    The stages call this in their inner loops, so it does no validation beyond the kernel name: their
-    inputs come from plans, not from users (:func:`kernel_cycles` checks every field).
-    """
-    if kernel not in RULES:
-        msg = f"unknown kernel {kernel!r}; known: {KERNELS}"
-        raise OptionError(msg, field="kernel", value=kernel)
-    r, co, k = (np.asarray(v, dtype=np.int64) for v in (rows, cols, inner))
-    x: Cols = {"kernel": kernel, "rows": r, "cols": co, "inner": k, "dtype": dtype, "weight_class": weight_class,
-               "output": output, "partials": partials, "schedule": schedule}
-    x["padded"] = _cdiv(co, 64) * 64 if padded is None else np.asarray(padded, dtype=np.int64)
-    out = np.asarray(RULES[kernel](x, target.costs))
-    return np.broadcast_to(out, np.broadcast_shapes(out.shape, r.shape, co.shape, k.shape)).astype(np.int64)
-
-
 def copies_cycles(calls, total_bytes, target: Target) -> np.ndarray:
     """``calls`` local copy calls moving ``total_bytes`` in all: the copy rule summed over the calls.
 
@@ -396,50 +256,3 @@ def copies_cycles(calls, total_bytes, target: Target) -> np.ndarray:
     c = target.costs
     calls = np.asarray(calls, dtype=np.int64)
     return calls * c.copy_call_cycles + _cdiv(total_bytes, c.copy_bytes_per_cycle)
-
-
-def exchange_cycles(payload_bytes, control, target: Target) -> np.ndarray:
-    """One tile's exchange work: ``max(payload / 4 B per cycle, control)`` (HARDWARE.md section 4).
-
-    ``control`` is the tile's control work in cycles (:func:`control_cycles`).
-    Fragments are nearly free on hardware (two exchanges with 134 and 244
-    fragments were scheduled 4 cycles apart), so there is no per-fragment charge.
-    """
-    return np.maximum(_cdiv(payload_bytes, target.exchange_bytes_per_cycle), np.asarray(control, dtype=np.int64))
-
-
-def control_cycles(sends, receives, resets, target: Target) -> np.ndarray:
-    """Exchange control work: 2 cycles per send, 2 per receive, 1 per pointer reset (HARDWARE.md section 4)."""
-    c = target.costs
-    return (np.asarray(sends, np.int64) * c.exchange_send_cycles + np.asarray(receives, np.int64)
-            * c.exchange_receive_cycles + np.asarray(resets, np.int64) * c.exchange_reset_cycles)
-
-
-def group_cycles(words, packets, target: Target) -> np.ndarray:
-    """One exchange group (one source's fragment to its destinations in one step).
-
-    ``max(payload at 4 B/cycle, control)``: the source issues one send per
-    packet and every destination one receive per packet, each with one
-    pointer reset, and the two ends run at once, so the control work is
-    ``2 packets + 1`` cycles on either end.
-    """
-    payload = np.asarray(words, dtype=np.int64) * target.word_bytes
-    return exchange_cycles(payload, control_cycles(packets, 0, 1, target), target)
-
-
-def phase_overhead_cycles(target: Target) -> int:
-    """Cycles an exchange phase runs past its scheduled horizon (measured 230-280 per phase)."""
-    return int(target.costs.exchange_phase_cycles)
-
-
-def rules() -> pl.DataFrame:
-    """One row per kernel kind: its rule's summary line and source (for notebooks and reports)."""
-    names = list(RULES)
-    docs = [(RULES[k].__doc__ or _layernorm.__doc__ or "").strip().splitlines()[0] for k in names]
-    docs[names.index("add_layernorm")] = "Fused residual add + LayerNorm (see layernorm; HARDWARE.md section 3)."
-    return pl.DataFrame({"kernel": names, "rule": docs})
-
-
-__all__ = ["INVOCATIONS_SCHEMA", "KERNELS", "KERNEL_SYMBOLS", "PRECISION", "amp_panels", "control_cycles",
-           "copies_cycles", "cycles", "exchange_cycles", "group_cycles", "kernel_cycles", "phase_overhead_cycles",
-           "rules"]
