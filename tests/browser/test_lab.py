@@ -137,6 +137,9 @@ def session(tmp_path: Path):
         try:
             yield s
             print("browser test timeline (s):", s.marks)
+            if os.environ.get("TOOLKIT_BROWSER_SHOTS"):   # what the test saw, to look at as a user would
+                shots = Path(os.environ["TOOLKIT_BROWSER_SHOTS"])
+                s.page.screenshot(path=str(shots / f"lab-{tmp_path.name}.png"), full_page=True)
         except Exception:
             print("browser test timeline (s):", s.marks)
             shots = Path(os.environ.get("TOOLKIT_BROWSER_SHOTS", tmp_path))  # a failure screenshot to look at

@@ -153,7 +153,7 @@ class LayoutExplorer:
         s = self.compilation.summary().row(0, named=True)
         self.status.value = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} "
                              f"row_shard={s['row_shard']} inner_split={s['inner_split']}: "
-                             f"{s['est_cycles']:,} cycles, {s['launches']:,} launches, "
+                             f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
                              f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
                              + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
         self.pareto_chart.chart = pareto(cand, row_block=s["row_block"])
