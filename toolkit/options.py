@@ -19,6 +19,7 @@ ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
 WEIGHT_DTYPES = ("f8_143", "f8_152", "f16")
 PARTIALS = ("f16", "f32")
+STREAM_WEIGHTS = ("resident", "gathered")   # how LayerNorm parameters are kept (see LayoutParams.stream_weights)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +45,8 @@ class Options:
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
     early_casts: bool | None = None            # FP8 matmul inputs cast at the producers (None: the preset's own)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
+    stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
+                                               # the graph repeats, resident otherwise)
     simulate: bool = True                      # attach a simulated cycle profile
     check: bool = False                        # run the functional check (slower)
     seed: int = 0
@@ -70,6 +73,10 @@ class Options:
         if self.partials not in PARTIALS:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
+        if self.stream_weights is not None and self.stream_weights not in STREAM_WEIGHTS:
+            msg = (f"option stream_weights={self.stream_weights!r} must be one of {STREAM_WEIGHTS} "
+                   f"(or None to search it)")
+            raise OptionError(msg, field="stream_weights", value=self.stream_weights)
         if self.fused_qkv is not None and not isinstance(self.fused_qkv, bool):
             msg = f"option fused_qkv={self.fused_qkv!r} must be true, false or None"
             raise OptionError(msg, field="fused_qkv", value=self.fused_qkv)

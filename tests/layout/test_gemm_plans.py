@@ -25,6 +25,8 @@ def test_plan_text_round_trips_and_shards_balance() -> None:
     p = parse_plan("4x92x4/16x92")
     assert (p.m, p.n, p.k, p.result_rows, p.result_cols) == (4, 92, 4, 4, 1)
     assert p.label() == "4x92x4/16x92" and parse_plan("4x24x15").label() == "4x24x15"
+    g = parse_plan("4x92x4/16x92 gathered")
+    assert g.weights == "gathered" and g.label() == "4x92x4/16x92 gathered" and parse_plan(g.label()) == g
     assert np.diff(balanced_bounds(729, 4)).tolist() == [183, 182, 182, 182]
     assert np.diff(balanced_bounds(4304, 92)).tolist().count(47) == 72   # 72 x 47 + 20 x 46 = 4304
     bounds, j, shard = sub_bounds(np.array([0, 5, 7]), 3)
@@ -36,6 +38,8 @@ def test_plan_text_round_trips_and_shards_balance() -> None:
     ("4x0x4", r"partition counts must be positive"),
     ("4x92x4/10x92", r"must be a multiple of the compute grid's 4 rows x 92 columns"),
     ("4x92x2/16x92", r"needs more than the k=2 inner-split tiles"),
+    ("4x92x4 scattered", r"the weight store 'scattered' is not one of \['resident', 'gathered'\]"),
+    ("1x92x4 gathered", r"with one row partition every weight block is stored once already"),
 ])
 def test_malformed_plans_name_the_op(text, match) -> None:
     with pytest.raises(OptionError, match=match) as err:
@@ -63,6 +67,7 @@ def _tiny(plans: dict[str, str], tokens=5, width=32, hidden=47, weight_dtype="f8
 
 
 @pytest.mark.parametrize("plans", [
+    {"fc1": "2x3x2/4x3 gathered", "fc2": "3x2x1 gathered"},   # weights stored once, gathered per use
     {"fc1": "2x3x2/4x3", "fc2": "1x2x3"},          # result by rows; uneven column shards (47 = 16 + 16 + 15)
     {"fc1": "3x2x1", "fc2": "2x2x2/2x4"},          # result by columns of each cell
     {"fc1": "1x1x1", "fc2": "5x1x1"},              # one cell; one row per tile
@@ -90,11 +95,12 @@ def test_a_staging_object_too_small_for_its_words_is_a_bug_in_us() -> None:
 
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
-       st.integers(1, 3), st.booleans(), st.integers(3, 9))
-def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, by_rows, tokens) -> None:
+       st.integers(1, 3), st.booleans(), st.integers(3, 9), st.booleans(), st.booleans())
+def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, by_rows, tokens, g1, g2) -> None:
     k1 = min(k1, 2)   # 32-wide inner: at most two 16-deep shards
     fc1 = f"{m1}x{n1}x{k1}" + (f"/{m1 * k1}x{n1}" if by_rows and k1 > 1 and tokens // m1 >= k1 else "")
-    plans = {"fc1": fc1, "fc2": f"{m2}x{n2}x{k2}"}
+    plans = {"fc1": fc1 + (" gathered" if g1 and m1 > 1 else ""),
+             "fc2": f"{m2}x{n2}x{k2}" + (" gathered" if g2 and m2 > 1 else "")}
     g, p = _tiny(plans, tokens=tokens, hidden=40, weight_dtype="f16")
     verify_schedule(schedule(g, p, IPU, tiles=64), IPU)
     c = toolkit.compile(g, options={"plans": plans, "tiles": 64, "row_block": tokens, "stream_block": 1,
@@ -173,6 +179,24 @@ def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols
     from toolkit.layout.gemm_search import plan_labels
     if rows * max(cols, 1) > k:
         return
-    f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols]})
-    assert f.select(plan_labels())["plan"].item() == GemmPlan(m=m, n=n, k=k, result_rows=rows,
-                                                               result_cols=cols).label()
+    for store in ("resident", "gathered") if m > 1 else ("resident",):
+        f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
+                          "weights": [store]})
+        assert f.select(plan_labels())["plan"].item() == GemmPlan(m=m, n=n, k=k, result_rows=rows,
+                                                                   result_cols=cols, weights=store).label()
+
+
+def test_gathered_weights_are_read_per_repeat_instance() -> None:
+    """A repeated block gathers each instance's weights from the iterated store (address + i x stride): the
+    transfers read iterated objects, and the functional check (which compares every weight read with that
+    instance's tensor) passes."""
+    from toolkit.graph.builders import mlp_block, repeat
+    g = repeat(mlp_block(tokens=6, width=32, hidden=40), 3)
+    plans = {"fc1": "3x2x2/6x2 gathered", "fc2": "2x2x1 gathered"}
+    c = toolkit.compile(g, options={"plans": plans, "tiles": 24, "row_block": 6, "stream_block": 1,
+                                    "simulate": False, "check": True, "placement_time_limit": 1.0})
+    assert c.check.passed, c.check.message
+    iterated = c.schedule.objects.filter(pl.col("repeat_count") > 1)["object_id"]
+    assert c.schedule.transfers.filter(pl.col("src_object").is_in(iterated.implode())).height > 0
+    per_tile = c.schedule.objects.filter((pl.col("kind") == "weight") & (pl.col("name").str.contains("fc1")))
+    assert per_tile.group_by("tile").len()["len"].max() <= 2   # one piece of the weight, one of the bias

@@ -145,6 +145,14 @@ class ExchangePlan:
     stream_bytes: int
     recv_bytes: int
     passes: list[dict[str, tuple[np.ndarray, ...]]]
+    src_obj: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # source object of each run
+
+
+def instance_shift(src_obj: np.ndarray, sram: Sram, repeat_index) -> np.ndarray | int:
+    """Byte shift of runs read from iterated objects (gathered weights) in one repeat instance: ``i * stride``."""
+    if not len(src_obj) or not sram.stride[src_obj].any():
+        return 0
+    return sram.stride[src_obj] * repeat_index(src_obj)
 
 
 def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, sram: Sram) -> ExchangePlan:
@@ -198,7 +206,8 @@ def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, 
             "deliver": (rstart[dpiece[rows_done]] + dpacked[rows_done], dflat[rows_done], dlen[rows_done]),
         })
     return ExchangePlan(src_flat=sflat, stream_pos=tstart[piece] + packed, src_len=slen,
-                        stream_bytes=int(tsize.sum()), recv_bytes=int(size.sum()), passes=plan_passes)
+                        stream_bytes=int(tsize.sum()), recv_bytes=int(size.sum()), passes=plan_passes,
+                        src_obj=src[piece])
 
 
 def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: np.ndarray,
@@ -225,9 +234,10 @@ def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: n
     return out
 
 
-def run_exchange(p: ExchangePlan, sram: Sram) -> None:
+def run_exchange(p: ExchangePlan, sram: Sram, shift: np.ndarray | int = 0) -> None:
+    """Run one exchange phase; ``shift`` (:func:`instance_shift`) moves reads of iterated sources to the instance."""
     stream = np.empty(p.stream_bytes, dtype=np.uint8)
-    copy_runs(sram.flat, p.src_flat, stream, p.stream_pos, p.src_len)
+    copy_runs(sram.flat, p.src_flat + shift, stream, p.stream_pos, p.src_len)
     recv = np.empty(p.recv_bytes, dtype=np.uint8)
     for step in p.passes:
         spos, stage, rpos, ln = step["window"]      # staged fragments land in the window, then are copied out
@@ -257,6 +267,7 @@ class ComputePlan:
     copy_src: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None  # src flat, buf pos, len, dst flat
     copy_bytes: int
     groups: list[Group]
+    copy_obj: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # source object of each run
 
 
 def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) -> ComputePlan:
@@ -265,6 +276,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
     cc = cmds[is_copy]
     copy = None
     total = 0
+    copy_obj = np.zeros(0, dtype=np.int64)
     if len(cc):
         src, dst = t.cin[cc], t.out[cc]
         eb = t.obytes[src]
@@ -279,6 +291,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
         _bounds(sram, dflat, dlen, f"copies of phase {phase}")
         copy = (sflat, bstart[piece] + packed, slen, dflat, bstart[dpiece] + dpacked, dlen)
         total = int(nbytes.sum())
+        copy_obj = src[piece]
     kc = cmds[~is_copy]
     groups: list[Group] = []
     if len(kc):
@@ -305,7 +318,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
                                 inputs=[t.inp[j, g] for j in range(n_in)],
                                 input_off=[t.inp_off[j, g] for j in range(n_in)],
                                 weights=[t.wts[j, g] for j in range(n_w)], out=t.out[g], out_off=t.out_off[g]))
-    return ComputePlan(copy_src=copy, copy_bytes=total, groups=groups)
+    return ComputePlan(copy_src=copy, copy_bytes=total, groups=groups, copy_obj=copy_obj)
 
 
 def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt: dict[int, str],
@@ -341,12 +354,13 @@ def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, val
     return stored.astype(np.float32)
 
 
-def run_copies(p: ComputePlan, sram: Sram) -> None:
+def run_copies(p: ComputePlan, sram: Sram, shift: np.ndarray | int = 0) -> None:
+    """Local copies of one compute phase (``shift`` as for :func:`run_exchange`)."""
     if p.copy_src is None:
         return
     sflat, bpos, slen, dflat, dpos, dlen = p.copy_src
     buf = np.empty(p.copy_bytes, dtype=np.uint8)
-    copy_runs(sram.flat, sflat, buf, bpos, slen)
+    copy_runs(sram.flat, sflat + shift, buf, bpos, slen)
     copy_runs(buf, dpos, sram.flat, dflat, dlen)
 
 

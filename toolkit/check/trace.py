@@ -21,6 +21,7 @@ from toolkit.check.run import (
     Tables,
     context,
     formats,
+    instance_shift,
     plan_compute,
     plan_exchange,
     read_values,
@@ -151,7 +152,8 @@ class Runner:
                 if kind == "exchange":
                     if phase not in plans:
                         plans[phase] = plan_exchange(phase, self.c.schedule, passes, self.t, self.sram)
-                    run_exchange(plans[phase], self.sram)
+                    shift = instance_shift(plans[phase].src_obj, self.sram, lambda o, i=inst: self._repeat_index(o, i))
+                    run_exchange(plans[phase], self.sram, shift)
                 elif kind == "compute":
                     if phase not in plans:
                         plans[phase] = plan_compute(phase, self.t, self.sram, self.op_rule)
@@ -162,7 +164,7 @@ class Runner:
         return np.zeros(len(objs), dtype=np.int64) if arr is None else arr[objs]
 
     def _compute(self, plan, phase: int, inst: int) -> None:
-        run_copies(plan, self.sram)
+        run_copies(plan, self.sram, instance_shift(plan.copy_obj, self.sram, lambda o: self._repeat_index(o, inst)))
         for g in plan.groups:
             self.seq += 1
             per_cmd = sum(int(self.t.odims[o[0]].prod()) for o in (*g.inputs, *g.weights, g.out))

@@ -22,7 +22,7 @@ import numpy as np
 
 from toolkit.costs import amp_kernel
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
-from toolkit.layout.layout import Layout
+from toolkit.layout.layout import Layout, segmented_bounds
 
 
 def _cells(groups: int, a: int, b: int, tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -150,4 +150,38 @@ def attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: di
             "partials": g.get("partials"), "reduce_need": g.get("reduce_need"), "coefficient": src["v"]}
 
 
-__all__ = ["attention_grid", "head_rows_need", "scores_grid", "softmax_rows", "values_grid"]
+def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, head_dim: int, offset: int,
+             ct: np.ndarray, rb: np.ndarray, *, by_row_block: bool) -> Layout:
+    ci = np.arange(ct.size).reshape(ct.shape)
+    """Need of one head slice of Q, K or V (columns at ``offset``) for the attention cells."""
+    width = heads * head_dim
+    cols = shape[2]
+    col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * head_dim, [cols]]))
+    first = int(np.searchsorted(col_b, offset))
+    n_c = len(col_b) - 1
+    n_r = len(rb) - 1
+    g1 = np.array([0, 1])
+    if by_row_block:   # Q: rows [b*T + r-block], one replica
+        rows_b = segmented_bounds(batch, tokens, int(rb[1] - rb[0])) if n_r > 1 else np.arange(batch + 1) * tokens
+        tiles = np.full((1, batch * n_r, n_c, 1), -1, dtype=np.int32)
+        cells = np.full_like(tiles, -1, dtype=np.int64)
+        tiles[0, :, first:first + heads, 0] = ct.transpose(0, 2, 1).reshape(batch * n_r, heads)
+        cells[0, :, first:first + heads, 0] = ci.transpose(0, 2, 1).reshape(batch * n_r, heads)
+    else:              # K, V: whole image rows, replicated over the row blocks
+        rows_b = np.arange(batch + 1, dtype=np.int64) * tokens
+        tiles = np.full((1, batch, n_c, n_r), -1, dtype=np.int32)
+        cells = np.full_like(tiles, -1, dtype=np.int64)
+        tiles[0, :, first:first + heads, :] = ct
+        cells[0, :, first:first + heads, :] = ci
+    del width
+    return Layout(shape, (g1, rows_b, col_b), tiles, cells)
+
+
+__all__ = [
+    "attention_grid",
+    "head_rows_need",
+    "qkv_need",
+    "scores_grid",
+    "softmax_rows",
+    "values_grid",
+]

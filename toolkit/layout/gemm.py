@@ -23,7 +23,10 @@ import numpy as np
 
 from toolkit.errors import OptionError
 
-_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?\s*$")
+_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?\s*(?:\s(\w+))?\s*$")
+#: how a plan keeps its weight blocks: ``resident`` (every row partition holds its (inner, column) block) or
+#: ``gathered`` (each block stored once, cut by inner rows over the m row-partition tiles, all-gathered per use)
+WEIGHT_STORES = ("resident", "gathered")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +38,7 @@ class GemmPlan:
     k: int
     result_rows: int = 1       # each (m, n) cell's reduced output is cut into result_rows x result_cols pieces,
     result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
+    weights: str = "resident"  # WEIGHT_STORES: resident blocks, or stored once over the m row partitions and gathered
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "result_rows"):
@@ -45,6 +49,13 @@ class GemmPlan:
         if not isinstance(self.result_cols, int) or isinstance(self.result_cols, bool) or self.result_cols < 0:
             msg = f"GEMM plan result_cols={self.result_cols!r} must be a non-negative integer (0: the default)"
             raise OptionError(msg, field="result_cols", value=self.result_cols)
+        if self.weights not in WEIGHT_STORES:
+            msg = f"GEMM plan weights={self.weights!r} must be one of {list(WEIGHT_STORES)}"
+            raise OptionError(msg, field="weights", value=self.weights)
+        if self.weights == "gathered" and self.m == 1:
+            msg = (f"GEMM plan {self.m}x{self.n}x{self.k} gathered: with one row partition every weight block is "
+                   f"stored once already; write it without 'gathered', or use m > 1")
+            raise OptionError(msg, field="weights", value=self.weights)
         if self.result_rows * max(self.result_cols, 1) > self.k:
             msg = (f"GEMM plan {self.label()}: the result split {self.result_rows} x {max(self.result_cols, 1)} "
                    f"needs more than the k={self.k} inner-split tiles of a cell")
@@ -63,41 +74,54 @@ class GemmPlan:
         return self.result_rows, max(1, min(self.k // self.result_rows, width // 8))
 
     def label(self) -> str:
-        """The text form: ``4x92x4``, with ``/R x C`` when the result grid is given."""
+        """The text form: ``4x92x4``, with ``/R x C`` when the result grid is given and `` gathered`` for
+        gathered weights (``4x92x4/16x92 gathered``)."""
         base = f"{self.m}x{self.n}x{self.k}"
-        if self.result_rows == 1 and self.result_cols == 0:
-            return base
-        return f"{base}/{self.m * self.result_rows}x{self.n * max(self.result_cols, 1)}"
+        if self.result_rows != 1 or self.result_cols != 0:
+            base = f"{base}/{self.m * self.result_rows}x{self.n * max(self.result_cols, 1)}"
+        return base if self.weights == "resident" else f"{base} {self.weights}"
 
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(GemmPlan))
 
 
 def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
-    """``"4x92x4"`` or ``"4x92x4/16x92"`` (compute grid / result grid) as a :class:`GemmPlan`."""
+    """``"4x92x4"``, ``"4x92x4/16x92"`` (compute grid / result grid), either with `` gathered`` after it (weights
+    stored once over the row partitions), as a :class:`GemmPlan`."""
     if isinstance(text, GemmPlan):
         return text
     mt = _PLAN.match(text) if isinstance(text, str) else None
     if mt is None:
         msg = (f"plan for op {op!r} is {text!r}; write 'MxNxK' (row x column x inner partitions, e.g. '4x92x4') "
-               f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92')")
+               f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92'), optionally followed by ' gathered'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
     m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
+    store = mt.group(6) or "resident"
+    if store not in WEIGHT_STORES:
+        msg = f"plan for op {op!r} is {text!r}: the weight store {store!r} is not one of {list(WEIGHT_STORES)}"
+        raise OptionError(msg, field=f"plans.{op}", value=text)
     if 0 in (m, n, k):
         msg = f"plan for op {op!r} is {text!r}: partition counts must be positive"
         raise OptionError(msg, field=f"plans.{op}", value=text)
     if mt.group(4) is None:
-        return GemmPlan(m=m, n=n, k=k)
+        return _plan(text, op, m=m, n=n, k=k, weights=store)
     rr, rc = int(mt.group(4)), int(mt.group(5))
     if rr % m or rc % n or rr == 0 or rc == 0:
         msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
                f"{m} rows x {n} columns (each cell's output cut into whole pieces), e.g. '{m}x{n}x{k}/{m * k}x{n}'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
+    if rr // m * max(rc // n, 1) > k:
+        msg = (f"plan for op {op!r} is {text!r}: the result split {rr // m} x {rc // n} needs more than the k={k} "
+               f"inner-split tiles of a cell; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows")
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, weights=store)
+
+
+def _plan(text: str, op: str, **fields) -> GemmPlan:
     try:
-        return GemmPlan(m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n)
+        return GemmPlan(**fields)
     except OptionError as exc:
-        msg = f"plan for op {op!r} is {text!r}: {exc}; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows"
-        raise OptionError(msg, field=f"plans.{op}", value=text) from None
+        raise OptionError(f"plan for op {op!r} is {text!r}: {exc}", field=f"plans.{op}", value=text) from None
 
 
 def balanced_bounds(extent: int, parts: int) -> np.ndarray:
@@ -122,4 +146,4 @@ def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, 
     return np.append(lo, bounds[-1]), j, shard
 
 
-__all__ = ["PLAN_FIELDS", "GemmPlan", "balanced_bounds", "parse_plan", "sub_bounds"]
+__all__ = ["PLAN_FIELDS", "WEIGHT_STORES", "GemmPlan", "balanced_bounds", "parse_plan", "sub_bounds"]

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import InfeasibleError, OptionError
-from toolkit.layout.gemm import GemmPlan, parse_plan
+from toolkit.layout.gemm import PLAN_FIELDS, GemmPlan, parse_plan
 from toolkit.layout.screen import gemm_estimates
 from toolkit.options import Options
 from toolkit.target import Target
@@ -37,7 +37,7 @@ K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
 
 OP_CANDIDATES_SCHEMA = {
     "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
-    "result_cols": pl.Int64, "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64,
+    "result_cols": pl.Int64, "weights": pl.String, "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
     "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "chosen_in": pl.List(pl.Float64),
 }
@@ -106,10 +106,11 @@ def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:
     Inner partitions keep at least one coefficient panel (``depth`` deep) per
     tile; column counts are the most the tiles allow and those giving whole
     16-column panels; inner-split plans scatter their result by columns (the
-    default) or by rows.
+    default) or by rows. Plans with several row partitions come twice: weights
+    resident, and gathered (``gathered`` 1).
     """
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
-    out: dict[str, list[int]] = {k: [] for k in ("m", "n", "k", "result_rows", "result_cols")}
+    out: dict[str, list[int]] = {k: [] for k in ("m", "n", "k", "result_rows", "result_cols", "gathered")}
     for m, k in itertools.product(M_CHOICES, K_CHOICES):
         if m > rows or (k > 1 and math.ceil(inner / k) < depth) or m * k > tiles:
             continue
@@ -117,8 +118,8 @@ def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:
         ns = {n_max} | {math.ceil(cols / (16 * j)) for j in range(1, 33)}
         for n in sorted(x for x in ns if 1 <= x <= n_max):
             splits = [(1, 0)] if k == 1 else [(1, 0)] + ([(k, 1)] if math.ceil(rows / m) >= k else [])
-            for ra, rc in splits:
-                for key, v in zip(out, (m, n, k, ra, rc), strict=True):
+            for (ra, rc), g in itertools.product(splits, (0, 1) if m > 1 else (0,)):
+                for key, v in zip(out, (m, n, k, ra, rc, g), strict=True):
                     out[key].append(v)
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
@@ -129,9 +130,11 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
     w = tensors[op["inputs"][1]]
     depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
     plans = enumerate_plans(op, tiles, depth)
+    gathered = plans.pop("gathered").astype(bool)
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
-                       plans["result_cols"], partials, inner_block, target, tiles)
-    compute = e[f"compute_{weight_class}"]
+                       plans["result_cols"], partials, inner_block, target, tiles, gathered)
+    compute = e[f"compute_{weight_class}"]   # gathered blocks are copied into the weight class before the AMP reads
+    plans["weights"] = np.where(gathered, "gathered", "resident")
     sync = e["syncs"] * target.costs.sync_cycles
     return pl.DataFrame({
         "op": op["name"], **plans, "tiles_used": e["tiles_used"],
@@ -147,7 +150,9 @@ def plan_labels() -> pl.Expr:
     base = pl.format("{}x{}x{}", "m", "n", "k")
     grid = pl.format("/{}x{}", pl.col("m") * pl.col("result_rows"), pl.col("n") * pl.col("result_cols").clip(1))
     given = (pl.col("result_rows") != 1) | (pl.col("result_cols") != 0)
-    return pl.when(given).then(pl.concat_str(base, grid)).otherwise(base).alias("plan")
+    label = pl.when(given).then(pl.concat_str(base, grid)).otherwise(base)
+    return (pl.when(pl.col("weights") == "resident").then(label)
+            .otherwise(pl.concat_str(label, pl.lit(" "), pl.col("weights"))).alias("plan"))
 
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],
@@ -178,8 +183,7 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[s
                 best = ok.sort("est_cycles", "weight_bytes", "plan").row(0, named=True)
             else:
                 best = f.sort(pl.col("weight_bytes") + pl.col("transient_bytes"), "est_cycles").row(0, named=True)
-            chain[op] = GemmPlan(m=best["m"], n=best["n"], k=best["k"], result_rows=best["result_rows"],
-                                 result_cols=best["result_cols"])
+            chain[op] = GemmPlan(**{f: best[f] for f in PLAN_FIELDS})
             chosen.setdefault((op, best["plan"]), []).append(budget)
         key = tuple(sorted(chain.items()))
         if key not in chains:

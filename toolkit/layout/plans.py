@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION, amp_kernel
-from toolkit.layout.attention import attention_grid, softmax_rows
+from toolkit.layout.attention import attention_grid, qkv_need, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
+from toolkit.layout.stores import gathered_store, stream_store
 
 AMP_GROUP = 16
 REDUCE_SLICE_MIN_COLS = 8   # narrowest column slice one tile reduces in an inner-split reduce-scatter
@@ -46,6 +47,8 @@ class LayoutParams:
     fused_qkv: bool = False
     partials: str = "f16"             # inner-split partials: f16 (the hardware's) | f32 (only when asked)
     plans: tuple[tuple[str, GemmPlan], ...] = ()   # per-op GEMM plans (op name, plan); other linears use the grid
+    stream_weights: str = "resident"  # LayerNorm gamma / beta: resident on every home tile, or gathered (stored
+                                      # once, in pieces over the home tiles, and gathered before every use)
 
     def plan_of(self, op_name: str) -> GemmPlan | None:
         """The op's own GEMM plan, or None (it follows the global grid)."""
@@ -153,9 +156,15 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
     w_slot = (s_ * n_p + p_) * shard + r_ % shard
     b_slot = np.where(s_ == 0, p_ * shard + r_ % shard, -1)
     out_lay = Layout((1, rows, cols), (g1, rows_bounds, col_b), ct[:, :, :1][None], ci[:, :, :1][None])
+    needs, weights, slots = {a: a_need}, {w: w_lay, bias: b_lay}, {w: w_slot, bias: b_slot}
+    if gemm is not None and gemm.weights == "gathered":   # stored once over the row partitions, gathered per use
+        needs[w] = w_lay.with_cells(ci.transpose(2, 1, 0)[None])
+        weights[w] = gathered_store(w_lay, inner_b, spatial)
+        del slots[w]
     plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel=amp_kernel(precision),
-                  precision=precision, cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs={a: a_need},
-                  weights={w: w_lay, bias: b_lay}, weight_slots={w: w_slot, bias: b_slot}, output=out_lay)
+                  precision=precision, cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs=needs,
+                  weights=weights, weight_slots=slots, output=out_lay,
+                  coefficient=w if w in needs else None)
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
                       ci.transpose(2, 0, 1)[..., None])
@@ -209,33 +218,6 @@ def attention_cells(batch: int, heads: int, tokens: int, p: LayoutParams, tiles:
     return rb, ct
 
 
-def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, head_dim: int, offset: int,
-             ct: np.ndarray, rb: np.ndarray, *, by_row_block: bool) -> Layout:
-    ci = np.arange(ct.size).reshape(ct.shape)
-    """Need of one head slice of Q, K or V (columns at ``offset``) for the attention cells."""
-    width = heads * head_dim
-    cols = shape[2]
-    col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * head_dim, [cols]]))
-    first = int(np.searchsorted(col_b, offset))
-    n_c = len(col_b) - 1
-    n_r = len(rb) - 1
-    g1 = np.array([0, 1])
-    if by_row_block:   # Q: rows [b*T + r-block], one replica
-        rows_b = segmented_bounds(batch, tokens, int(rb[1] - rb[0])) if n_r > 1 else np.arange(batch + 1) * tokens
-        tiles = np.full((1, batch * n_r, n_c, 1), -1, dtype=np.int32)
-        cells = np.full_like(tiles, -1, dtype=np.int64)
-        tiles[0, :, first:first + heads, 0] = ct.transpose(0, 2, 1).reshape(batch * n_r, heads)
-        cells[0, :, first:first + heads, 0] = ci.transpose(0, 2, 1).reshape(batch * n_r, heads)
-    else:              # K, V: whole image rows, replicated over the row blocks
-        rows_b = np.arange(batch + 1, dtype=np.int64) * tokens
-        tiles = np.full((1, batch, n_c, n_r), -1, dtype=np.int32)
-        cells = np.full_like(tiles, -1, dtype=np.int64)
-        tiles[0, :, first:first + heads, :] = ct
-        cells[0, :, first:first + heads, :] = ci
-    del width
-    return Layout(shape, (g1, rows_b, col_b), tiles, cells)
-
-
 def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
     shape = tensors[tid]["shape"]
     return (1, *shape) if len(shape) == 2 else ((1, 1, shape[0]) if len(shape) == 1 else tuple(shape))
@@ -258,8 +240,31 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
     if kind == "matmul":
         return ("attention", p.row_block, p.plan_of(op["name"]))
     if kind in ("layernorm", "add"):
-        return ("stream", p.stream_block or p.row_block)
-    return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block)))
+        return ("stream", p.stream_block or p.row_block, p.stream_weights)
+    return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block, p.stream_weights)))
+
+
+def _stream_plan(op: dict, tensors: dict, acts: list[int], wts: list[int], stream_bounds: np.ndarray,
+                 homes: np.ndarray, p: LayoutParams) -> OpPlan:
+    """LayerNorm or the residual add on the stream's home tiles, whole rows per tile (parameters resident on
+    every home tile, or gathered before every use: ``p.stream_weights``)."""
+    out = op["output"]
+    n_r = len(stream_bounds) - 1
+    ci_home = np.arange(n_r)
+    width = _tensor3(tensors, out)[2]
+    stream = stream_layout(stream_bounds, _tensor3(tensors, out), homes).with_cells(ci_home)
+    needs = {t: stream for t in acts}
+    g1 = np.array([0, 1])
+    whole = Layout((1, 1, width), (g1, g1, np.array([0, width])), homes.reshape(1, 1, 1, -1))
+    weights = {t: whole for t in wts}
+    if p.stream_weights == "gathered":   # stored once over the home tiles, gathered before every use
+        weights = {t: stream_store(width, homes) for t in wts}
+        needs.update({t: whole.with_cells(ci_home.reshape(1, 1, 1, -1)) for t in wts})
+    rows = np.diff(stream_bounds)
+    shape_arr = np.stack([rows, np.full(n_r, width), np.zeros(n_r, int), np.ones(n_r, int)], -1)
+    return OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="stream", kernel=op["kind"],
+                  cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,
+                  weight_slots={t: ci_home for t in wts if t not in needs}, output=stream)
 
 
 def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: LayoutParams, tiles: int,
@@ -353,17 +358,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
                               needs=needs, output=o_lay)
         elif kind in ("layernorm", "add"):
-            width = _tensor3(tensors, out)[2]
-            stream = stream_layout(stream_bounds, _tensor3(tensors, out), homes).with_cells(ci_home)
-            needs = {t: stream for t in acts}
-            g1 = np.array([0, 1])
-            weights = {t: Layout((1, 1, width), (g1, g1, np.array([0, width])), homes.reshape(1, 1, 1, -1))
-                       for t in wts}
-            rows = np.diff(stream_bounds)
-            shape_arr = np.stack([rows, np.full(n_r, width), np.zeros(n_r, int), np.ones(n_r, int)], -1)
-            plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="stream", kernel=kind,
-                          cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,
-                          weight_slots={t: ci_home for t in wts}, output=stream)
+            plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)
         elif layout_of[acts[0]].counts[2] > 1 and kind == "softmax":   # key-split scores: gather complete rows
             lay = softmax_rows(layout_of[acts[0]], tiles)
             ch = lay.chunks()

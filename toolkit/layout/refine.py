@@ -47,6 +47,8 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         sends = np.zeros((n_w, tiles), dtype=np.int64)
         copies = np.zeros((n_w, tiles), dtype=np.int64)
         copy_bytes = np.zeros((n_w, tiles), dtype=np.int64)
+        for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
+            layout_of[t] = plan.weights[t]
         for t, need in plan.needs.items():
             tensor = t if t >= 0 else -t - 1
             src = layout_of.setdefault(tensor, need)

@@ -24,6 +24,7 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    copy_cycles,
     phase_exchange_cycles,
     reduce_cycles,
     vector_cycles,
@@ -151,12 +152,12 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
                                                          if o["rule"] in ("scores", "values")})
     products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
-           p.weight_class)
+           p.weight_class, p.stream_weights)
     if key not in cache:
-        plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv), {})
+        plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv, p.stream_weights), {})
         ops_all = cache[("ops", p.fused_qkv)]
         base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv,
-                            plans=products)
+                            plans=products, stream_weights=p.stream_weights)
         by_op = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
         cache[key] = op_estimate(op, by_op[op["op_id"]], tensors, reps, p, target, tiles)
     return cache[key]
@@ -240,7 +241,7 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
 
 
 def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, result_cols, partials: str,
-                   inner_block: int | None, target: Target, tiles: int) -> dict[str, np.ndarray]:
+                   inner_block: int | None, target: Target, tiles: int, gathered=False) -> dict[str, np.ndarray]:
     """O(1) screen of GEMM plans of one linear op, vectorized over arrays of plans (``m, n, k`` and result split).
 
     The busiest cell holds the largest balanced shard of every dimension:
@@ -248,10 +249,14 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     fold (``ceil(m n k / tiles)`` per tile, run one after another). The left
     panel is received whole (an upper bound, as the layout screen counts it);
     inner splits reduce-scatter FP16 partials of a ``result_rows x result_cols``
-    piece of each cell on each of its k tiles. Returns per-plan arrays: compute
-    per weight class, exchange, syncs, launches and per-tile bytes.
+    piece of each cell on each of its k tiles. Gathered weights (``gathered``
+    true) keep ``1 / m`` of each block per tile and receive the rest of the
+    block, with the left panel, before every use (the tile's own piece is a
+    local copy). Returns per-plan arrays: compute per weight class, exchange,
+    syncs, launches and per-tile bytes.
     """
     m, n, k, ra, rc = (np.asarray(v, dtype=np.int64) for v in (m, n, k, result_rows, result_cols))
+    gathered = np.asarray(gathered, dtype=bool) & (m > 1)
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
     r_max, c_max, k_max = -(-rows // m), -(-cols // n), -(-inner // k)
     per_tile = -(-(m * n * k) // tiles)
@@ -264,23 +269,29 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     cyc, _, launch, _ = amp_cycles(r_max, c_max, k_max, target, weight_class=classes, dtype=precision,
                                    partials=part, inner_block=inner_block, cast=_casts_input(op, tensors))
     a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
-    recv = r_max * k_max * a_bytes * per_tile
-    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1
+    w = tensors[op["inputs"][1]]
+    w_bytes = DTYPE_BYTES[w["dtype"]]
+    block = k_max * c_max * w_bytes                                  # one cell's (inner, column) weight block
+    piece = np.where(gathered, -(-k_max // m) * c_max * w_bytes, block)  # what a tile keeps of it
+    recv = (r_max * k_max * a_bytes + np.where(gathered, block - piece, 0)) * per_tile
+    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1, 0)
     exchange = phase_exchange_cycles(recv, frag, target)
     piece_r, piece_c = -(-r_max // rb), -(-c_max // cb)
     red = np.where(split, piece_r * piece_c * PARTIAL_BYTES[partials] * k * per_tile, 0)
     red_cycles = np.where(split, reduce_cycles(piece_r * piece_c, k, target, partials) * per_tile, 0)
     exchange = exchange + np.where(split, phase_exchange_cycles(red, k, target), 0)
-    w = tensors[op["inputs"][1]]
     rep = reps.get(op["block"], 1) if w["per_instance"] else 1
-    wbytes = k_max * c_max * DTYPE_BYTES[w["dtype"]] * rep * per_tile
+    wbytes = piece * rep * per_tile
+    own = np.where(gathered, copy_cycles(piece, target) * per_tile, 0)   # the tile's own piece, copied locally
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     return {
-        "compute_interleaved": cyc[0] * per_tile + red_cycles, "compute_standard": cyc[1] * per_tile + red_cycles,
+        "compute_interleaved": cyc[0] * per_tile + red_cycles + own,
+        "compute_standard": cyc[1] * per_tile + red_cycles + own,
         "exchange": exchange, "syncs": np.where(split, 2, 1), "phases": np.where(split, 6, 3),
         "launches": launch * per_tile + split, "weight_bytes": wbytes, "bias_bytes": c_max * 2 * rep * per_tile,
         "out_bytes": np.where(split, piece_r * piece_c, r_max * c_max) * out_b * per_tile,
-        "recv_bytes": recv + red, "panel_bytes": r_max * k_max * a_bytes, "tiles_used": np.minimum(m * n * k, tiles),
+        "recv_bytes": recv + red + np.where(gathered, piece * per_tile, 0),   # gathered: the whole block buffer
+        "panel_bytes": r_max * k_max * a_bytes, "tiles_used": np.minimum(m * n * k, tiles),
         "out_tiles": np.minimum(m * n * np.where(split, rb * cb, 1), tiles),
         "out_rows": np.where(split, piece_r, r_max), "out_cols": np.where(split, piece_c, c_max),
         "chunks": per_tile,
@@ -291,7 +302,7 @@ def _gemm(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, target: Ta
     """The screen's estimate of one linear op under its own GEMM plan (see :func:`gemm_estimates`)."""
     e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
         op, tensors, reps, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, p.partials, p.inner_block,
-        target, tiles).items()}
+        target, tiles, gemm.weights == "gathered").items()}
     mask = np.arange(tiles) < int(e["tiles_used"])
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     return {
@@ -299,7 +310,7 @@ def _gemm(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, target: Ta
         "compute": {cls: int(e[f"compute_{cls}"]) for cls in WEIGHT_CLASSES}, "exchange": int(e["exchange"]),
         "syncs": int(e["syncs"]), "phases": int(e["phases"]), "launches": int(e["launches"]),
         "weights": np.where(mask, int(e["weight_bytes"] + e["bias_bytes"]), 0),
-        "inter": np.where(mask, int(e["weight_bytes"]), 0),
+        "inter": np.where(mask, 0 if gemm.weights == "gathered" else int(e["weight_bytes"]), 0),
         "out": np.where(np.arange(tiles) < int(e["out_tiles"]), int(e["out_bytes"]), 0),
         "recv": np.where(mask, int(e["recv_bytes"]), 0), "panel": int(e["panel_bytes"]),
     }
@@ -386,7 +397,7 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         wb = np.bincount(lay.tiles.ravel(), weights=_slot_bytes(lay, DTYPE_BYTES[w["dtype"]]) * rep,
                          minlength=tiles).astype(np.int64)
         weights += wb
-        if plan.kernel.startswith("amp") and len(w["shape"]) == 2:
+        if plan.kernel.startswith("amp") and len(w["shape"]) == 2 and t not in plan.needs:   # gathered: standard
             inter += wb
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     est["out"] = np.bincount(plan.output.tiles.ravel().clip(0), weights=_slot_bytes(plan.output, out_b),

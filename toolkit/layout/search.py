@@ -45,7 +45,7 @@ CANDIDATES_SCHEMA = {
     "candidate_id": pl.Int32, "row_block": pl.Int64, "stream_block": pl.Int64, "row_shard": pl.Int64,
     "panel_groups": pl.Int64,
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
-    "partials": pl.String,
+    "partials": pl.String, "stream_weights": pl.String,
     "plans": pl.String,      # per-op GEMM plans ("fc1=4x92x4/16x92; fc2=4x24x15"); null: every linear on the grid
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
@@ -104,6 +104,10 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                         tiles)
     capacity = target.load_limit - target.memory_start
     classes = tuple(_classes(options))
+    repeated = bool(graph.repeats.height) and int(graph.repeats["instances"].max()) > 1
+    # gathering LayerNorm parameters saves memory in proportion to the instances: searched only where it repeats
+    stores = ([options.stream_weights] if options.stream_weights is not None
+              else ["resident", "gathered"] if repeated else ["resident"])
     rows: list[dict] = []
     params: dict[int, LayoutParams] = {}
     op_frames = []
@@ -124,8 +128,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         ops, tensors, reps = prepared[fused]
         cache: dict = {("ops", fused): ops}
         bases = []
-        for base in _enumerate(g, options, tiles):
-            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused]})
+        for base, sw in itertools.product(_enumerate(g, options, tiles), stores):
+            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
+                                "stream_weights": sw})
             add(p, g, cache)
             bases.append(p)
         if searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
@@ -138,11 +143,11 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                 # shared-row attention depends on the row block; product grids and linear plans do not
                 shared_rows = not grid and any(op["rule"] == "scores" for op in ops)
                 places = seen if shared_rows else [(seen[0][0], sb) for sb in streams]
-                for rb, sb in places:
+                for (rb, sb), sw in itertools.product(places, stores):
                     plans = tuple(sorted({**dict(chain), **dict(grid)}.items()))
                     add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
-                                     partials=options.partials, inner_block=options.inner_block, plans=plans), g,
-                        cache)
+                                     partials=options.partials, inner_block=options.inner_block, plans=plans,
+                                     stream_weights=sw), g, cache)
     cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
@@ -153,7 +158,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         raise _no_fit(cand, options)
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
-                  "partials", "plans"]
+                  "partials", "plans", "stream_weights"]
     distinct = feas.unique(route_keys, keep="first", maintain_order=True)
     refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width, params)
     capacity = target.load_limit - target.memory_start
@@ -265,7 +270,9 @@ def _linear_weight_bound(ops: list[dict], tensors: dict, reps: dict, params: dic
         rep = reps.get(op["block"], 1) if w["per_instance"] else 1
         gemm = p.plan_of(op["name"])
         if gemm is not None:   # the largest balanced shard, folded when the plan has more cells than tiles
-            per_chunk = -(-op["inner"] // gemm.k) * -(-op["cols"] // gemm.n) * DTYPE_BYTES[w["dtype"]]
+            depth = -(-op["inner"] // gemm.k)
+            depth = -(-depth // gemm.m) if gemm.weights == "gathered" else depth   # one piece of each block
+            per_chunk = depth * -(-op["cols"] // gemm.n) * DTYPE_BYTES[w["dtype"]]
             total += per_chunk * rep * -(-gemm.tiles // tiles)
             continue
         grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
@@ -313,7 +320,7 @@ def _param_cols(p: LayoutParams) -> dict:
     return {"row_block": p.row_block, "stream_block": p.stream_block or p.row_block, "row_shard": p.row_shard,
             "panel_groups": p.panel_groups, "inner_split": p.inner_split, "inner_block": p.inner_block,
             "weight_class": p.weight_class, "fused_qkv": p.fused_qkv, "partials": p.partials,
-            "plans": plans_label(p)}
+            "stream_weights": p.stream_weights, "plans": plans_label(p)}
 
 
 def plans_label(p: LayoutParams) -> str | None:
@@ -336,7 +343,8 @@ def params_of(row: dict) -> LayoutParams:
                         row_shard=row["row_shard"], panel_groups=row["panel_groups"],
                         inner_split=row["inner_split"], inner_block=row["inner_block"],
                         weight_class=row["weight_class"], fused_qkv=row["fused_qkv"],
-                        partials=row.get("partials") or "f16")
+                        partials=row.get("partials") or "f16",
+                        stream_weights=row.get("stream_weights") or "resident")
 
 
 def _pareto(c: pl.DataFrame) -> pl.Series:

@@ -223,13 +223,15 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
     for op, plan in zip(ops, plans, strict=True):
         n_cells = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
+        w_objs = _weights(prog, op, plan)
+        for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
+            layout_of[t], objs_of[t] = plan.weights[t], w_objs[t]
         for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0
             tensor = t if t >= 0 else -t - 1
             if tensor not in layout_of:
                 layout_of[tensor] = need
                 slots = np.nonzero(need.tiles.ravel() >= 0)[0]
                 objs_of[tensor] = prog.new_objects(need, slots, tensor, "activation", 0)
-        w_objs = _weights(prog, op, plan)
         routes = _routes(plan, layout_of, waves)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
@@ -251,7 +253,8 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
     out = {}
     for t, lay in plan.weights.items():
         w = prog.tensors[t]
-        cls = prog.params.weight_class if plan.kernel.startswith("amp") and len(w["shape"]) == 2 else "standard"
+        amp_reads = plan.kernel.startswith("amp") and len(w["shape"]) == 2 and t not in plan.needs
+        cls = prog.params.weight_class if amp_reads else "standard"   # gathered weights: the AMP reads the copy
         rep = prog.instances.get(op["block"], 1) if w["per_instance"] else 1
         out[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
     return out
@@ -281,24 +284,25 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     for i, (t, need) in enumerate(plan.needs.items()):
         tensor = t if t >= 0 else -t - 1
         slot = _slot_of_cell(need, n_cells)[cells]
+        role = f"w{tensor}" if t in plan.weights else f"in{i}"   # a gathered weight is read as the weight operand
         if t not in routes:
-            operand_objs[f"in{i}"] = objs_of[tensor][slot]
+            operand_objs[role] = objs_of[tensor][slot]
         else:
             pieces, piece_wave = routes[t]
             sel = piece_wave == wave
-            pending.append((i, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}, t))
+            pending.append((role, tensor, need, slot, {k: v[sel] for k, v in pieces.items()}, t))
     xphase = -1
     if any(np.any(p["src_tile"] != p["dst_tile"]) for *_, p, _key in pending):
         prog.phase("sync", plan, wave, block)
         xphase = prog.phase("exchange", plan, wave, block)
     cphase = prog.phase("compute", plan, wave, block)
-    for i, tensor, need, slot, pieces, key in pending:
+    for role, tensor, need, slot, pieces, key in pending:
         first = xphase if xphase >= 0 else cphase
         cls = prog.params.weight_class if key == plan.coefficient else "standard"   # AMP coefficients: ld128 loads
         objs = prog.new_objects(need, slot, tensor, "activation", first, cls=cls,
                                 name=f"{tensors[tensor]['name']}@{plan.name}")
         prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase, pieces=pieces)
-        operand_objs[f"in{i}"] = objs
+        operand_objs[role] = objs
     for t, slots in plan.weight_slots.items():
         s = slots[cells]
         operand_objs[f"w{t}"] = np.where(s >= 0, w_objs[t][np.maximum(s, 0)], -1)

@@ -16,7 +16,7 @@ from toolkit.errors import OptionError
 
 DEFAULT_MAX_ROWS = 20_000   # one point per candidate: the search screens about 5,000-10,000 layouts
 PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
-              "fused_qkv")
+              "fused_qkv", "stream_weights")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")
 _NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
 _TOOLTIP = ("candidate_id", *PARAMETERS, "plans", "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",

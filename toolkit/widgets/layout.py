@@ -129,7 +129,7 @@ class LayoutExplorer:
         """Every row block's candidates under the current pins, ``chosen`` = the compiled layout."""
         opts = self.current_options()
         search = self._search(dataclasses.replace(opts, row_block=None, row_shard=None))
-        keys = [k for k in PARAMETERS if k in search.candidates.columns]
+        keys = [k for k in (*PARAMETERS, "partials", "plans") if k in search.candidates.columns]
         picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
         hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=keys,
                                                     how="left", nulls_equal=True)
