@@ -119,6 +119,12 @@ def test_the_search_offers_per_op_chains_and_keeps_the_typed_plan() -> None:
     assert r.params[chosen["candidate_id"]] == r.chosen   # the typed value, never parsed back from the row
     if chosen["plans"] is not None:
         assert all(f"{n.rsplit('.', 1)[1]}={g.label()}" in chosen["plans"] for n, g in r.chosen.plans)
+    # one column per GEMM, holding the typed plan's label (null where the op follows the global grid)
+    for cid in chains["candidate_id"].head(50).to_list():
+        row = r.candidates.filter(pl.col("candidate_id") == cid).row(0, named=True)
+        assert {row["plan_fc1"], row["plan_fc2"]} == {g.label() for _, g in r.params[cid].plans}
+    assert r.candidates.filter(pl.col("plans").is_null())["plan_fc1"].null_count() == \
+        r.candidates.filter(pl.col("plans").is_null()).height
     # a global knob pinned: the grid decides every linear (no per-op chains)
     grid = toolkit.compile("mlp-single-b1", options={"row_block": 18, "simulate": False}).layout
     assert grid.candidates["plans"].null_count() == grid.candidates.height and grid.chosen.row_block == 18

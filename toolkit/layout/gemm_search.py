@@ -198,6 +198,15 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[s
     return chains, per_op.select(list(OP_CANDIDATES_SCHEMA))
 
 
+def plan_columns(variants: list[list[dict]]) -> dict[str, str]:
+    """Candidate column per plannable op (linears and attention products) of every graph variant:
+    ``plan_<short name>`` (``plan_fc1``), or ``plan_<full name>`` where short names collide."""
+    names = sorted({op["name"] for ops in variants for op in ops if op["rule"] in ("linear", "scores", "values")})
+    shorts = [n.rsplit(".", 1)[-1] for n in names]
+    return {n: f"plan_{s if shorts.count(s) == 1 else n.replace('.', '_')}"
+            for n, s in zip(names, shorts, strict=True)}
+
+
 def searches_plans(o: Options) -> bool:
     """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
     knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
@@ -244,6 +253,7 @@ __all__ = [
     "linear_ops",
     "op_candidates",
     "plan_chains",
+    "plan_columns",
     "resolve_pins",
     "searches_plans",
 ]

@@ -26,7 +26,14 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
-from toolkit.layout.gemm_search import OP_CANDIDATES_SCHEMA, attention_grids, plan_chains, resolve_pins, searches_plans
+from toolkit.layout.gemm_search import (
+    OP_CANDIDATES_SCHEMA,
+    attention_grids,
+    plan_chains,
+    plan_columns,
+    resolve_pins,
+    searches_plans,
+)
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine
 from toolkit.layout.screen import DTYPE_BYTES, screen
@@ -47,6 +54,7 @@ CANDIDATES_SCHEMA = {
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
     "partials": pl.String, "stream_weights": pl.String,
     "plans": pl.String,      # per-op GEMM plans ("fc1=4x92x4/16x92; fc2=4x24x15"); null: every linear on the grid
+                             # (followed by one plan_<op> column per plannable op, null where that op is on the grid)
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
     "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64, "launches": pl.Int64, "peak_live_bytes": pl.Int64,
     "peak_interleaved_bytes": pl.Int64, "weight_bytes": pl.Int64, "support_bytes": pl.Int64,
@@ -111,6 +119,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     rows: list[dict] = []
     params: dict[int, LayoutParams] = {}
     op_frames = []
+    plan_cols = plan_columns([v[0] for v in prepared.values()])
 
     def add(p: LayoutParams, g: Graph, cache: dict) -> None:
         ops, tensors, reps = prepared[p.fused_qkv]
@@ -122,7 +131,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         for cls in classes:
             cid = len(rows)
             params[cid] = dataclasses.replace(p, weight_class=cls)
-            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls]})
+            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls],
+                         **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
 
     for fused, g in graphs.items():
         ops, tensors, reps = prepared[fused]
@@ -148,7 +158,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                     add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
                                      partials=options.partials, inner_block=options.inner_block, plans=plans,
                                      stream_weights=sw), g, cache)
-    cand = pl.DataFrame(rows, schema_overrides={k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]})
+    cand = pl.DataFrame(rows, schema_overrides={**{k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]},
+                                                **dict.fromkeys(plan_cols.values(), pl.String)})
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
         pl.lit(False).alias("chosen"), pl.lit(False).alias("pareto"))
@@ -175,7 +186,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
               .sort((pl.col("peak_live_bytes") + pl.col("plan_row_bytes")) > room, "sched_cycles", "candidate_id"))
     best = ranked["candidate_id"][0]
     cand = (cand.with_columns((pl.col("candidate_id") == best).alias("chosen"))
-            .cast(CANDIDATES_SCHEMA).select(list(CANDIDATES_SCHEMA)))
+            .cast(CANDIDATES_SCHEMA).select(*CANDIDATES_SCHEMA, *plan_cols.values()))
     chosen = params[int(best)]
     op_cand = (pl.concat(op_frames) if op_frames else pl.DataFrame(schema={**OP_CANDIDATES_SCHEMA,
                                                                            "fused_qkv": pl.Boolean}))
