@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "data" / "hardware_kernels.csv"
 PROGRAMS = Path(__file__).with_name("data") / "hardware_programs.csv"
 OLD = Path(__file__).with_name("data") / "old_model.json"
+CONTEXT = Path(__file__).with_name("data") / "hardware_context.csv"
 
 CHILD = r"""
 import json, resource, sys, time
@@ -95,6 +96,24 @@ def compile_child(name: str, opts: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def context_section(results: dict) -> list[str]:
+    """Other hardware figures for these workloads (or close ones), each with how it differs, beside our cycles."""
+    ctx = pl.read_csv(CONTEXT)
+    lines = ["### Other hardware figures for these workloads", "",
+             "Measurements of the same workload by a later hardware build, or of a close one, from `ipu-stack`'s "
+             "documents (`benchmarks/data/hardware_context.csv`); how each differs from our program is stated.", "",
+             "| workload | options | hardware | simulated | simulated / hardware | how it differs | source |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for r in ctx.iter_rows(named=True):
+        opts = json.loads(r["options"])
+        got = results.get(r["workload"]) if not opts else compile_child(r["workload"], opts)
+        if got is None or "error" in got:
+            continue
+        lines.append(f"| {r['workload']} | `{r['options']}` | {r['hardware_cycles']:,} | {got['cropped']:,} "
+                     f"| **{got['cropped'] / r['hardware_cycles']:.2f}** | {r['differs']} | {r['source']} |")
+    return [*lines, ""]
+
+
 def program_section(skip_so400m: bool) -> str:
     hw = pl.read_csv(PROGRAMS)
     old = json.loads(OLD.read_text())
@@ -124,6 +143,7 @@ def program_section(skip_so400m: bool) -> str:
         lines += [f"F16 weights (`weight_dtype=\"f16\"`, the FP16 AMP at half the FP8 rate): mlp-single-b1 simulates "
                   f"at {f16['cropped']:,} cycles (compute {f16['compute']:,}, exchange {f16['exchange']:,}); no "
                   f"hardware figure for this exact program.", ""]
+    lines += context_section(results)
     lines += ["### Where the cycles go (new model, per op; repeat instances multiplied in)", ""]
     for name, cyc, _ in cases:
         r = results[name]
