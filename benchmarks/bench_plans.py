@@ -52,9 +52,13 @@ def main() -> None:
         " for each pinned pair (FP16 weights on the FP16 AMP, K16 x C16 panels), sorted by simulated cropped cycles. "
         "Screen = the search's O(1) estimate; refined = every operand routed (the beam's estimate); lowered = "
         "compute as scheduled plus the exchange phases as lowered; simulated = the profile cropped as the hardware "
-        "renderer crops it (lowered + the 600-cycle initial sync). No hardware cycle figure exists for these exact "
-        "programs; the tool's own predictions for 45 FP16 MLP layouts on hardware had median predicted/measured "
-        "1.222 (HARDWARE.md section 5).", "",
+        "renderer crops it (lowered + the 600-cycle initial sync). Hardware: the real compiler's historical plan "
+        "(`4x92x4/16x92` + `4x24x15`) measured 188,196 renderer-cropped cycles on a graph without biases "
+        "(ipu-stack docs/MLP_LAYOUT_SWEEP.md; ours has biases, so that row is not the same program); its sweep of "
+        "about 50 FP16 plan pairs found none more than 0.83 % faster than it, so the pairs this model puts several "
+        "per cent below it are predictions hardware has not confirmed. The tool's own predictions for 45 of those "
+        "layouts had median predicted/measured 1.222 "
+        "(HARDWARE.md section 5).", "",
         "| fc1 | fc2 | screen | refined | lowered | simulated | screen / simulated | compute | exchange | placed "
         "| peak SRAM B | compile s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
