@@ -48,3 +48,23 @@ def test_phase_bars_and_compare_chart() -> None:
     assert spec["encoding"]["xOffset"]["field"] == "profile"
     with pytest.raises(OptionError, match=r"metric='speed' is not a column of the query frame"):
         phase_bars(query(a, by="kernel"), metric="speed")
+
+
+def test_categories_keep_their_colours_across_views_and_none_is_blank() -> None:
+    from toolkit.profile import crop, synthetic_profile
+    from toolkit.viz import timeline
+    from toolkit.viz.palette import FIXED, color_of
+    c = crop(synthetic_profile(tiles=6, samples_per_tile=20, seed=7))
+    views = [timeline(c, tiles=t, color="kernel").to_dict() for t in (2, range(2, 6))]
+    scales = [v["encoding"]["color"]["scale"] for v in views]
+    for s in scales:
+        assert "" not in s["domain"] and None not in s["domain"]
+        known = [k for k in s["domain"] if k in FIXED]
+        assert [r for k, r in zip(s["domain"], s["range"], strict=True) if k in FIXED] == [color_of(k) for k in known]
+    maps = [dict(zip(s["domain"], s["range"], strict=True)) for s in scales]
+    shared = maps[0].keys() & maps[1].keys()
+    assert shared and all(maps[0][k] == maps[1][k] for k in shared)        # same category, same colour
+    assert len(set(maps[0].values())) == len(maps[0])                       # distinct categories, distinct colours
+    kinds = timeline(c, tiles=6, color="kind").to_dict()["encoding"]["color"]["scale"]
+    assert dict(zip(kinds["domain"], kinds["range"], strict=True))["exchange"] == color_of("exchange")
+    assert color_of("some_hardware_symbol") == color_of("some_hardware_symbol")   # hashed, stable

@@ -3,7 +3,8 @@
 Read and write (:func:`read_profile`, :func:`read_capnp` for schema versions 1..5,
 :func:`write_capnp` for version 5, :func:`read_parquet` / :func:`write_parquet`),
 crop the way the hardware renderer does (:func:`crop`), ask where the cycles
-go (:func:`query`, :func:`barriers`, :func:`compare`, :func:`idle`) and export
+go (:func:`query`, :func:`barriers`, :func:`compare`, :func:`idle`), hold a
+prediction against a measurement (:func:`residuals`) and export
 to Perfetto (:func:`export_perfetto`).
 """
 
@@ -23,10 +24,32 @@ from toolkit.profile.query import (
     idle,
     query,
 )
+from toolkit.profile.residuals import RESIDUAL_COLUMNS, Residuals, residuals
 from toolkit.profile.synthetic import synthetic_profile
 
 __all__ = [
-    "BARRIER_SCHEMA", "CROP_SCHEMA", "IDLE_SCHEMA", "QUERY_COLUMNS", "WAIT_SCHEMA", "Barriers", "Crop", "Profile",
-    "barriers", "compare", "crop", "export_perfetto", "idle", "query", "read_capnp", "read_parquet",
-    "read_profile", "synthetic_profile", "wrap_delta", "write_capnp", "write_parquet",
+    "BARRIER_SCHEMA",
+    "CROP_SCHEMA",
+    "IDLE_SCHEMA",
+    "QUERY_COLUMNS",
+    "RESIDUAL_COLUMNS",
+    "WAIT_SCHEMA",
+    "Barriers",
+    "Crop",
+    "Profile",
+    "Residuals",
+    "barriers",
+    "compare",
+    "crop",
+    "export_perfetto",
+    "idle",
+    "query",
+    "read_capnp",
+    "read_parquet",
+    "read_profile",
+    "residuals",
+    "synthetic_profile",
+    "wrap_delta",
+    "write_capnp",
+    "write_parquet",
 ]

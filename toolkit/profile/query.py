@@ -71,10 +71,17 @@ class Barriers:
     waits: pl.DataFrame   # WAIT_SCHEMA
 
 
+def kernel_label() -> pl.Expr:
+    """A sample's kernel, or its kind where it runs none (exchange, synchronization, idle), so no group is blank."""
+    k = pl.col("kernel")
+    return pl.when(k.is_null() | (k == "")).then(pl.col("kind")).otherwise(k).alias("kernel")
+
+
 def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> pl.DataFrame:
     """Cycles per group: ``by`` is one of kernel, operation, phase, kind, tile.
 
-    Columns: the key, then ``QUERY_COLUMNS``. Durations are the cropped ones
+    Columns: the key, then ``QUERY_COLUMNS``. Samples that run no kernel are grouped by their kind
+    (:func:`kernel_label`). Durations are the cropped ones
     (``cropped=False``: the shared clock). Rows by key for phase and tile, else
     by work cycles, largest first. A :class:`Crop` is used as it is.
     """
@@ -83,7 +90,8 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
         raise OptionError(msg, field="by", value=by)
     c = _crop(profile, cropped)
     dur, start, end = pl.col("duration_cycles"), pl.col("start_offset_cycles"), pl.col("end_offset_cycles")
-    out = c.samples.group_by(by).agg(
+    samples = c.samples.with_columns(kernel_label()) if by == "kernel" else c.samples
+    out = samples.group_by(by).agg(
         pl.len().alias("samples"),
         pl.col("tile").n_unique().alias("tiles"),
         (end.max() - start.min()).alias("phase_cycles"),

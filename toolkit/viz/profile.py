@@ -17,6 +17,9 @@ import polars as pl
 from toolkit.errors import OptionError
 from toolkit.profile.crop import Crop, crop
 from toolkit.profile.model import Profile
+from toolkit.profile.query import kernel_label
+from toolkit.profile.residuals import Residuals
+from toolkit.viz.palette import color_scale
 
 DEFAULT_MAX_ROWS = 5000
 COLOR_BY = ("kind", "kernel", "operation", "phase")
@@ -52,12 +55,15 @@ def timeline(crop_or_samples: Crop | Profile | pl.DataFrame, tiles: int | Iterab
     cols = [c for c in (*NEEDED, "sample", "phase", "kind", "kernel", "operation", "duration_cycles")
             if c in df.columns]
     data = df.select(cols)
+    if "kernel" in cols and "kind" in cols:   # exchange and sync samples run no kernel: label them by kind
+        data = data.with_columns(kernel_label())
     tooltip = [alt.Tooltip(c) for c in cols if c not in ("start_offset_cycles", "end_offset_cycles")]
+    scale = color_scale(data[color].cast(pl.String).unique().to_list()) if color in ("kind", "kernel") else None
     return alt.Chart(data, title="Samples per tile").mark_bar().encode(
         x=alt.X("start_offset_cycles:Q", title="cycles from origin"),
         x2="end_offset_cycles:Q",
         y=alt.Y("tile:O", title="tile", sort="ascending"),
-        color=alt.Color(f"{color}:N", title=color),
+        color=alt.Color(f"{color}:N", title=color, **({"scale": scale} if scale is not None else {})),
         tooltip=tooltip,
     )
 
@@ -102,3 +108,29 @@ def compare_chart(compare_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS)
         color=alt.Color("profile:N"),
         tooltip=[key, "profile", "cycles"],
     )
+
+
+def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX_ROWS) -> alt.LayerChart:
+    """Predicted (y) against measured (x) cycles per group of :func:`toolkit.profile.residuals`, on log scales,
+    with the y = x line; the title states the median ratio and the Spearman rank correlation."""
+    key = res.by
+    data = (res.frame.filter((pl.col("predicted_cycles") > 0) & (pl.col("measured_cycles") > 0))
+            .with_columns(pl.col(key).cast(pl.String)))
+    if data.height > max_rows:
+        msg = f"residual_chart would draw {data.height} points (max_rows={max_rows}); filter the residuals first"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    lo = min(data["predicted_cycles"].min() or 1, data["measured_cycles"].min() or 1) if data.height else 1
+    hi = max(data["predicted_cycles"].max() or 1, data["measured_cycles"].max() or 1) if data.height else 10
+    median = "n/a" if res.median_ratio is None else f"{res.median_ratio:.3f}"
+    rank = "n/a" if res.spearman is None else f"{res.spearman:.3f}"
+    title = (f"predicted against measured {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
+             f"Spearman {rank} ({res.matched} groups)")
+    scale = alt.Scale(type="log", domain=[lo, hi])
+    x = alt.X("measured_cycles:Q", scale=scale, title="measured cycles")
+    y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles")
+    diagonal = alt.Chart(pl.DataFrame({"measured_cycles": [lo, hi], "predicted_cycles": [lo, hi]})).mark_line(
+        strokeDash=[4, 4], color="gray").encode(x=x, y=y)
+    points = alt.Chart(data).mark_circle(size=60).encode(
+        x=x, y=y, tooltip=[key, "predicted_cycles", "measured_cycles", "delta_cycles",
+                           alt.Tooltip("ratio:Q", format=".3f")])
+    return alt.layer(diagonal, points, title=title).properties(width=width, height=width)
