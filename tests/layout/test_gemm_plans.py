@@ -112,6 +112,10 @@ def test_the_search_offers_per_op_chains_and_keeps_the_typed_plan() -> None:
     r = toolkit.compile("mlp-single-b1", options={"simulate": False}).layout
     per_op = r.op_candidates
     assert set(per_op["op"]) == {"mlp.fc1", "mlp.fc2"} and per_op.height > 1000
+    assert per_op["feasible"].any() and (~per_op["feasible"]).any()
+    bad = per_op.filter(~pl.col("feasible"))
+    assert bad["reject_reason"].null_count() == 0 and bad["reject_reason"].str.contains("needs .* B per tile").all()
+    assert per_op.filter(pl.col("feasible"))["reject_reason"].null_count() == per_op["feasible"].sum()
     assert per_op.filter(pl.col("chosen_in").list.len() > 0).height >= 2
     chains = r.candidates.filter(pl.col("plans").is_not_null())
     assert chains.height > 0 and chains["feasible"].any()
@@ -125,9 +129,24 @@ def test_the_search_offers_per_op_chains_and_keeps_the_typed_plan() -> None:
         assert {row["plan_fc1"], row["plan_fc2"]} == {g.label() for _, g in r.params[cid].plans}
     assert r.candidates.filter(pl.col("plans").is_null())["plan_fc1"].null_count() == \
         r.candidates.filter(pl.col("plans").is_null()).height
-    # a global knob pinned: the grid decides every linear (no per-op chains)
-    grid = toolkit.compile("mlp-single-b1", options={"row_block": 18, "simulate": False}).layout
-    assert grid.candidates["plans"].null_count() == grid.candidates.height and grid.chosen.row_block == 18
+    # a grid knob pinned: the grid decides every linear (no per-op chains)
+    grid = toolkit.compile("mlp-single-b1", options={"inner_split": 2, "simulate": False}).layout
+    assert grid.candidates["plans"].null_count() == grid.candidates.height and grid.chosen.inner_split == 2
+    assert all(not p.plans for p in grid.params.values())
+
+
+def test_a_pinned_row_block_fixes_every_plans_local_rows() -> None:
+    """row_block stays a first-class knob: plans keep being searched, each with m = ceil(rows / row_block)."""
+    cycles = {}
+    for rb in (18, 36):
+        r = toolkit.compile("mlp-single-b1", options={"row_block": rb, "simulate": False})
+        lay = r.layout
+        assert lay.chosen.row_block == rb
+        chained = [p for p in lay.params.values() if p.plans]
+        assert chained and all(g.m == -(-729 // rb) for p in chained for _, g in p.plans)
+        assert set(lay.op_candidates["m"]) == {-(-729 // rb)}
+        cycles[rb] = (r.est_cycles(), int(r.summary()["launches"].item()))
+    assert cycles[18][1] > cycles[36][1] and cycles[18][0] > cycles[36][0]   # more, shorter launches cost more
 
 
 @pytest.mark.slow

@@ -39,7 +39,8 @@ OP_CANDIDATES_SCHEMA = {
     "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
     "result_cols": pl.Int64, "weights": pl.String, "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
-    "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "chosen_in": pl.List(pl.Float64),
+    "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "feasible": pl.Boolean, "reject_reason": pl.String,
+    "chosen_in": pl.List(pl.Float64),
 }
 
 
@@ -100,18 +101,21 @@ def _check_product(op: dict, plan: GemmPlan, key: str, text: str) -> None:
         raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
 
 
-def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:
+def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = None) -> dict[str, np.ndarray]:
     """Candidate plans of one linear op: row, column and inner partitions that fit the tiles, with result splits.
 
     Inner partitions keep at least one coefficient panel (``depth`` deep) per
     tile; column counts are the most the tiles allow and those giving whole
     16-column panels; inner-split plans scatter their result by columns (the
     default) or by rows. Plans with several row partitions come twice: weights
-    resident, and gathered (``gathered`` 1).
+    resident, and gathered (``gathered`` 1). A pinned ``row_block`` fixes the
+    row partitions to ``ceil(rows / row_block)`` (every tile's local rows at
+    most the row block).
     """
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
+    ms = M_CHOICES if row_block is None else (-(-rows // row_block),)
     out: dict[str, list[int]] = {k: [] for k in ("m", "n", "k", "result_rows", "result_cols", "gathered")}
-    for m, k in itertools.product(M_CHOICES, K_CHOICES):
+    for m, k in itertools.product(ms, K_CHOICES):
         if m > rows or (k > 1 and math.ceil(inner / k) < depth) or m * k > tiles:
             continue
         n_max = min(tiles // (m * k), cols)
@@ -125,11 +129,15 @@ def enumerate_plans(op: dict, tiles: int, depth: int) -> dict[str, np.ndarray]:
 
 
 def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
-                  inner_block: int | None, weight_class: str) -> pl.DataFrame:
-    """Every enumerated plan of one linear op with its screened estimates (OP_CANDIDATES_SCHEMA, no chains yet)."""
+                  inner_block: int | None, weight_class: str, row_block: int | None = None) -> pl.DataFrame:
+    """Every enumerated plan of one linear op with its screened estimates (OP_CANDIDATES_SCHEMA, no chains yet).
+
+    ``feasible``: the plan's weights and transient bytes fit one tile beside
+    RESERVE_BYTES (alone: the chain's budgets then share the tile between ops).
+    """
     w = tensors[op["inputs"][1]]
     depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
-    plans = enumerate_plans(op, tiles, depth)
+    plans = enumerate_plans(op, tiles, depth, row_block)
     gathered = plans.pop("gathered").astype(bool)
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
                        plans["result_cols"], partials, inner_block, target, tiles, gathered)
@@ -141,8 +149,16 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
         "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"], "est_sync_cycles": sync,
         "est_cycles": compute + e["exchange"] + sync, "weight_bytes": e["weight_bytes"] + e["bias_bytes"],
         "transient_bytes": e["recv_bytes"] + e["out_bytes"],
-    }).with_columns(plan_labels(), pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")).select(
+    }).with_columns(plan_labels(), *_fits(target.load_limit - target.memory_start - RESERVE_BYTES),
+                    pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")).select(
         list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
+
+
+def _fits(room: int) -> tuple[pl.Expr, pl.Expr]:
+    need = pl.col("weight_bytes") + pl.col("transient_bytes")
+    reason = pl.format("needs {} B per tile (weights {}, transient {}) > {} B", need, "weight_bytes",
+                       "transient_bytes", pl.lit(room))
+    return (need <= room).alias("feasible"), pl.when(need > room).then(reason).alias("reject_reason")
 
 
 def plan_labels() -> pl.Expr:
@@ -208,8 +224,9 @@ def plan_columns(variants: list[list[dict]]) -> dict[str, str]:
 
 
 def searches_plans(o: Options) -> bool:
-    """Per-op plans are searched unless turned off or a global linear knob is pinned (the grid then decides)."""
-    knobs = (o.row_block, o.row_shard, o.inner_split, o.panel_groups)
+    """Per-op plans are searched unless turned off or a global grid knob is pinned (the grid then decides); a
+    pinned ``row_block`` keeps the search and fixes every plan's local rows."""
+    knobs = (o.row_shard, o.inner_split, o.panel_groups)
     return o.plan_search and all(k is None for k in knobs)
 
 
@@ -217,16 +234,19 @@ def searches_plans(o: Options) -> bool:
 GRID_ROWS = (4, 8, 12)
 
 
-def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> list[tuple]:
+def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row_block: int | None = None
+                    ) -> list[tuple]:
     """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
-    for ``m, m'`` in :data:`GRID_ROWS`, each filling the tiles (pinned products stay as pinned)."""
+    for ``m, m'`` in :data:`GRID_ROWS` (a pinned ``row_block``: ``ceil(tokens / row_block)`` query shards), each
+    filling the tiles (pinned products stay as pinned)."""
     names = {op["rule"]: op["name"] for op in ops if op["rule"] in ("scores", "values")}
     if "scores" not in names or "values" not in names:
         return [()]
     groups = int(params["batch"]) * int(params["heads"])
     tokens = int(params["tokens"])
     out: list[tuple] = [()]
-    for ms, mv in itertools.product(GRID_ROWS, GRID_ROWS):
+    shards = GRID_ROWS if row_block is None else (-(-tokens // row_block),)
+    for ms, mv in itertools.product(shards, shards):
         n, k = tiles // (groups * ms), tiles // (groups * mv)
         if min(n, k) < 1 or ms > tokens or mv > tokens:
             continue
@@ -239,7 +259,8 @@ def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict) -> 
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
                  weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
     pinned = dict(pins)
-    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class,
+                                        o.row_block)
               for op in linear_ops(ops, tensors) if op["name"] not in pinned}
     return choose_chains(frames, target.load_limit - target.memory_start, pinned)
 

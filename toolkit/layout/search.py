@@ -147,7 +147,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
             seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
-            grids = attention_grids(ops, g.params, tiles, dict(pins[fused]))
+            grids = attention_grids(ops, g.params, tiles, dict(pins[fused]), options.row_block)
             streams = sorted({sb for _, sb in seen}, key=lambda x: x or 0)
             for chain, grid in itertools.product(chains, grids):
                 # shared-row attention depends on the row block; product grids and linear plans do not

@@ -133,7 +133,12 @@ class LayoutExplorer:
         picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
         hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=keys,
                                                     how="left", nulls_equal=True)
-        return hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
+        hit = hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
+        if not hit["chosen"].any():   # a pinned row block's per-op plans lie outside the unpinned search: add it
+            own = self.compilation.layout.candidates.filter(pl.col("chosen")).with_columns(
+                pl.lit(int(hit["candidate_id"].max() or 0) + 1, dtype=hit.schema["candidate_id"]).alias("candidate_id"))
+            hit = pl.concat([hit, own.select([c for c in hit.columns if c in own.columns])], how="diagonal_relaxed")
+        return hit
 
     def compared(self) -> pl.DataFrame:
         """The compiled layouts so far, most recent first (``compare_layouts`` columns)."""
