@@ -27,6 +27,8 @@ def test_plan_text_round_trips_and_shards_balance() -> None:
     assert p.label() == "4x92x4/16x92" and parse_plan("4x24x15").label() == "4x24x15"
     g = parse_plan("4x92x4/16x92 gathered")
     assert g.weights == "gathered" and g.label() == "4x92x4/16x92 gathered" and parse_plan(g.label()) == g
+    for text, staging in (("4x24x15 streamed", 1), ("4x24x15 batched4", 4), ("4x92x4/16x92 gathered batched2", 2)):
+        assert parse_plan(text).staging == staging and parse_plan(text).label() == text
     assert np.diff(balanced_bounds(729, 4)).tolist() == [183, 182, 182, 182]
     assert np.diff(balanced_bounds(4304, 92)).tolist().count(47) == 72   # 72 x 47 + 20 x 46 = 4304
     bounds, j, shard = sub_bounds(np.array([0, 5, 7]), 3)
@@ -38,7 +40,9 @@ def test_plan_text_round_trips_and_shards_balance() -> None:
     ("4x0x4", r"partition counts must be positive"),
     ("4x92x4/10x92", r"must be a multiple of the compute grid's 4 rows x 92 columns"),
     ("4x92x2/16x92", r"needs more than the k=2 inner-split tiles"),
-    ("4x92x4 scattered", r"the weight store 'scattered' is not one of \['resident', 'gathered'\]"),
+    ("4x92x4 scattered", r"'scattered' is neither a weight store \(\['resident', 'gathered'\]\) nor a reduction"),
+    ("4x24x15 batched14", r"14 remote partials in batches of 14 is all partials at once"),
+    ("4x24x1 streamed", r"has no inner split, so no partials to stage"),
     ("1x92x4 gathered", r"with one row partition every weight block is stored once already"),
 ])
 def test_malformed_plans_name_the_op(text, match) -> None:
@@ -68,6 +72,8 @@ def _tiny(plans: dict[str, str], tokens=5, width=32, hidden=47, weight_dtype="f8
 
 @pytest.mark.parametrize("plans", [
     {"fc1": "2x3x2/4x3 gathered", "fc2": "3x2x1 gathered"},   # weights stored once, gathered per use
+    {"fc1": "2x3x2/4x3", "fc2": "2x2x3 streamed"},            # partials reduced one per epoch
+    {"fc1": "1x3x2", "fc2": "1x1x4 batched2"},                # two per epoch: a full epoch, then one
     {"fc1": "2x3x2/4x3", "fc2": "1x2x3"},          # result by rows; uneven column shards (47 = 16 + 16 + 15)
     {"fc1": "3x2x1", "fc2": "2x2x2/2x4"},          # result by columns of each cell
     {"fc1": "1x1x1", "fc2": "5x1x1"},              # one cell; one row per tile
@@ -95,12 +101,14 @@ def test_a_staging_object_too_small_for_its_words_is_a_bug_in_us() -> None:
 
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3),
-       st.integers(1, 3), st.booleans(), st.integers(3, 9), st.booleans(), st.booleans())
-def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, by_rows, tokens, g1, g2) -> None:
+       st.integers(1, 3), st.booleans(), st.integers(3, 9), st.booleans(), st.booleans(), st.integers(0, 2))
+def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, by_rows, tokens, g1, g2,
+                                                       stage) -> None:
     k1 = min(k1, 2)   # 32-wide inner: at most two 16-deep shards
     fc1 = f"{m1}x{n1}x{k1}" + (f"/{m1 * k1}x{n1}" if by_rows and k1 > 1 and tokens // m1 >= k1 else "")
     plans = {"fc1": fc1 + (" gathered" if g1 and m1 > 1 else ""),
-             "fc2": f"{m2}x{n2}x{k2}" + (" gathered" if g2 and m2 > 1 else "")}
+             "fc2": f"{m2}x{n2}x{k2}" + (" gathered" if g2 and m2 > 1 else "")
+             + ("" if not 0 < stage < k2 - 1 else " streamed" if stage == 1 else f" batched{stage}")}
     g, p = _tiny(plans, tokens=tokens, hidden=40, weight_dtype="f16")
     verify_schedule(schedule(g, p, IPU, tiles=64), IPU)
     c = toolkit.compile(g, options={"plans": plans, "tiles": 64, "row_block": tokens, "stream_block": 1,
@@ -205,10 +213,11 @@ def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols
     if rows * max(cols, 1) > k:
         return
     for store in ("resident", "gathered") if m > 1 else ("resident",):
-        f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
-                          "weights": [store]})
-        assert f.select(plan_labels())["plan"].item() == GemmPlan(m=m, n=n, k=k, result_rows=rows,
-                                                                   result_cols=cols, weights=store).label()
+        for staging in range(min(k - 1, 3)):
+            f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
+                              "weights": [store], "staging": [staging]})
+            assert f.select(plan_labels())["plan"].item() == GemmPlan(
+                m=m, n=n, k=k, result_rows=rows, result_cols=cols, weights=store, staging=staging).label()
 
 
 def test_gathered_weights_are_read_per_repeat_instance() -> None:
@@ -225,3 +234,22 @@ def test_gathered_weights_are_read_per_repeat_instance() -> None:
     assert c.schedule.transfers.filter(pl.col("src_object").is_in(iterated.implode())).height > 0
     per_tile = c.schedule.objects.filter((pl.col("kind") == "weight") & (pl.col("name").str.contains("fc1")))
     assert per_tile.group_by("tile").len()["len"].max() <= 2   # one piece of the weight, one of the bias
+
+
+@pytest.mark.parametrize(("fc2", "epochs"), [("2x2x4", 1), ("2x2x4 batched2", 2), ("2x2x4 streamed", 3)])
+def test_a_staged_reduction_runs_one_epoch_per_batch(fc2, epochs) -> None:
+    """Each epoch is a sync, an exchange and a reduction; later epochs add to the running sum (one more input)."""
+    g, p = _tiny({"fc1": "1x1x1", "fc2": fc2})
+    s = schedule(g, p, IPU, tiles=16)
+    verify_schedule(s, IPU)
+    fc2_id = int(g.ops.filter(pl.col("name") == "mlp.fc2")["op_id"].item())
+    red = s.commands.filter((pl.col("op_id") == fc2_id) & (pl.col("kernel") == "reduce"))
+    assert red["phase"].n_unique() == epochs
+    inputs = red.group_by("phase").agg(pl.col("inner").first()).sort("phase")["inner"].to_list()
+    sizes = {1: [4], 2: [3, 2], 3: [2, 2, 2]}[epochs]   # own + N remote, then N remote and the running sum
+    assert inputs == sizes
+    # the receive buffer of one epoch holds at most that epoch's partials: 4, 3 or 2 slices
+    buffers = s.objects.filter(pl.col("name") == "mlp.fc2.out.reduce")
+    slices = {1: 4, 2: 3, 3: 2}[epochs]
+    per_slice = s.objects.filter(pl.col("name") == "mlp.fc2.out.partials")["size_bytes"].max()
+    assert buffers.height and buffers["size_bytes"].max() <= slices * per_slice

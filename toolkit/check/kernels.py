@@ -14,7 +14,8 @@ output object's element type (FP16, or FP32 for partials).
   The bias is an operand of the first inner-split cell only, so it is added
   to that cell's partial.
 - ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
-- ``reduce``: sum of the S partials in FP32 (the bias is already in partial 0).
+- ``reduce``: sum of the S partials in FP32 (the bias is already in partial 0), plus the running sum a
+  staged reduction's later epochs read.
 - ``layernorm`` (eps 1e-6), ``gelu`` (tanh form), ``softmax`` of
   ``x / sqrt(head_dim)`` over the row, ``add``: computed in FP32.
 """
@@ -76,7 +77,10 @@ def values(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
 
 
 def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
-    return ins[0].sum(axis=1, dtype=np.result_type(ins[0], np.float32))[:, None]
+    """The sum of the partials in ``ins[0]``, plus the running sum ``ins[1]`` of a staged reduction's later epochs."""
+    acc = np.result_type(ins[0], np.float32)
+    total = ins[0].sum(axis=1, dtype=acc)[:, None]
+    return total + ins[1].astype(acc) if len(ins) > 1 else total
 
 
 def layernorm(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from toolkit.errors import OptionError
 
-_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?\s*(?:\s(\w+))?\s*$")
+_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?((?:\s+\w+)*)\s*$")
 #: how a plan keeps its weight blocks: ``resident`` (every row partition holds its (inner, column) block) or
 #: ``gathered`` (each block stored once, cut by inner rows over the m row-partition tiles, all-gathered per use)
 WEIGHT_STORES = ("resident", "gathered")
@@ -39,6 +39,7 @@ class GemmPlan:
     result_rows: int = 1       # each (m, n) cell's reduced output is cut into result_rows x result_cols pieces,
     result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
     weights: str = "resident"  # WEIGHT_STORES: resident blocks, or stored once over the m row partitions and gathered
+    staging: int = 0           # reduction staging: 0 all at once; N >= 1 remote partials per epoch (1: streamed)
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "result_rows"):
@@ -56,6 +57,17 @@ class GemmPlan:
             msg = (f"GEMM plan {self.m}x{self.n}x{self.k} gathered: with one row partition every weight block is "
                    f"stored once already; write it without 'gathered', or use m > 1")
             raise OptionError(msg, field="weights", value=self.weights)
+        if not isinstance(self.staging, int) or isinstance(self.staging, bool) or self.staging < 0:
+            msg = f"GEMM plan staging={self.staging!r} must be 0 (all partials at once) or a positive batch size"
+            raise OptionError(msg, field="staging", value=self.staging)
+        if self.staging and self.k == 1:
+            msg = (f"GEMM plan {self.m}x{self.n}x1 has no inner split, so no partials to stage; drop the staging "
+                   f"or split the inner dimension (k > 1)")
+            raise OptionError(msg, field="staging", value=self.staging)
+        if self.staging and self.staging >= self.k - 1:
+            msg = (f"GEMM plan {self.m}x{self.n}x{self.k}: a reduction of {self.k - 1} remote partials in batches "
+                   f"of {self.staging} is all partials at once; stage in batches below {self.k - 1}, or not at all")
+            raise OptionError(msg, field="staging", value=self.staging)
         if self.result_rows * max(self.result_cols, 1) > self.k:
             msg = (f"GEMM plan {self.label()}: the result split {self.result_rows} x {max(self.result_cols, 1)} "
                    f"needs more than the k={self.k} inner-split tiles of a cell")
@@ -79,15 +91,18 @@ class GemmPlan:
         base = f"{self.m}x{self.n}x{self.k}"
         if self.result_rows != 1 or self.result_cols != 0:
             base = f"{base}/{self.m * self.result_rows}x{self.n * max(self.result_cols, 1)}"
-        return base if self.weights == "resident" else f"{base} {self.weights}"
+        if self.weights != "resident":
+            base = f"{base} {self.weights}"
+        return base + ("" if not self.staging else " streamed" if self.staging == 1 else f" batched{self.staging}")
 
 
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(GemmPlan))
 
 
 def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
-    """``"4x92x4"``, ``"4x92x4/16x92"`` (compute grid / result grid), either with `` gathered`` after it (weights
-    stored once over the row partitions), as a :class:`GemmPlan`."""
+    """``"4x92x4"``, ``"4x92x4/16x92"`` (compute grid / result grid), either followed by `` gathered`` (weights
+    stored once over the row partitions) and by `` streamed`` or `` batched<N>`` (the partials reduced one or
+    N per epoch), as a :class:`GemmPlan`."""
     if isinstance(text, GemmPlan):
         return text
     mt = _PLAN.match(text) if isinstance(text, str) else None
@@ -96,15 +111,22 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
                f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92'), optionally followed by ' gathered'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
     m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
-    store = mt.group(6) or "resident"
-    if store not in WEIGHT_STORES:
-        msg = f"plan for op {op!r} is {text!r}: the weight store {store!r} is not one of {list(WEIGHT_STORES)}"
-        raise OptionError(msg, field=f"plans.{op}", value=text)
+    store, staging = "resident", 0
+    for word in mt.group(6).split():
+        batched = re.fullmatch(r"batched(\d+)", word)
+        if word in WEIGHT_STORES:
+            store = word
+        elif word == "streamed" or batched:
+            staging = 1 if word == "streamed" else int(batched.group(1))
+        else:
+            msg = (f"plan for op {op!r} is {text!r}: {word!r} is neither a weight store ({list(WEIGHT_STORES)}) "
+                   f"nor a reduction staging ('streamed', 'batched<N>')")
+            raise OptionError(msg, field=f"plans.{op}", value=text)
     if 0 in (m, n, k):
         msg = f"plan for op {op!r} is {text!r}: partition counts must be positive"
         raise OptionError(msg, field=f"plans.{op}", value=text)
     if mt.group(4) is None:
-        return _plan(text, op, m=m, n=n, k=k, weights=store)
+        return _plan(text, op, m=m, n=n, k=k, weights=store, staging=staging)
     rr, rc = int(mt.group(4)), int(mt.group(5))
     if rr % m or rc % n or rr == 0 or rc == 0:
         msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
@@ -114,7 +136,7 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         msg = (f"plan for op {op!r} is {text!r}: the result split {rr // m} x {rc // n} needs more than the k={k} "
                f"inner-split tiles of a cell; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows")
         raise OptionError(msg, field=f"plans.{op}", value=text)
-    return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, weights=store)
+    return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, weights=store, staging=staging)
 
 
 def _plan(text: str, op: str, **fields) -> GemmPlan:

@@ -23,7 +23,7 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.gemm import PLAN_FIELDS, GemmPlan, parse_plan
-from toolkit.layout.screen import gemm_estimates
+from toolkit.layout.gemm_screen import gemm_estimates
 from toolkit.options import Options
 from toolkit.target import Target
 
@@ -34,10 +34,13 @@ BUDGETS = (0.5, 0.6, 0.7, 0.8, 0.9)
 RESERVE_BYTES = 32 * 1024 + 48 * 1024
 M_CHOICES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
+#: reduction stagings tried beside all partials at once (remote partials per epoch; below k - 1)
+STAGINGS = (1, 2, 4, 8)
 
 OP_CANDIDATES_SCHEMA = {
     "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
-    "result_cols": pl.Int64, "weights": pl.String, "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64,
+    "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "tiles_used": pl.Int64,
+    "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
     "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "feasible": pl.Boolean, "reject_reason": pl.String,
     "chosen_in": pl.List(pl.Float64),
@@ -108,9 +111,10 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
     tile; column counts are the most the tiles allow and those giving whole
     16-column panels; inner-split plans scatter their result by columns (the
     default) or by rows. Plans with several row partitions come twice: weights
-    resident, and gathered (``gathered`` 1). A pinned ``row_block`` fixes the
-    row partitions to ``ceil(rows / row_block)`` (every tile's local rows at
-    most the row block).
+    resident, and gathered (``gathered`` 1); inner-split plans once more per
+    reduction staging of :data:`STAGINGS` below k. A pinned ``row_block`` fixes
+    the row partitions to ``ceil(rows / row_block)`` (every tile's local rows
+    at most the row block).
     """
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
     ms = M_CHOICES if row_block is None else (-(-rows // row_block),)
@@ -125,7 +129,12 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
             for (ra, rc), g in itertools.product(splits, (0, 1) if m > 1 else (0,)):
                 for key, v in zip(out, (m, n, k, ra, rc, g), strict=True):
                     out[key].append(v)
-    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    base = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+    parts = [{**base, "staging": np.zeros(len(base["m"]), dtype=np.int64)}]
+    for st in STAGINGS:
+        keep = base["k"] - 1 > st
+        parts.append({**{k: v[keep] for k, v in base.items()}, "staging": np.full(int(keep.sum()), st)})
+    return {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
 
 
 def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
@@ -140,7 +149,7 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
     plans = enumerate_plans(op, tiles, depth, row_block)
     gathered = plans.pop("gathered").astype(bool)
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
-                       plans["result_cols"], partials, inner_block, target, tiles, gathered)
+                       plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"])
     compute = e[f"compute_{weight_class}"]   # gathered blocks are copied into the weight class before the AMP reads
     plans["weights"] = np.where(gathered, "gathered", "resident")
     sync = e["syncs"] * target.costs.sync_cycles
@@ -167,8 +176,11 @@ def plan_labels() -> pl.Expr:
     grid = pl.format("/{}x{}", pl.col("m") * pl.col("result_rows"), pl.col("n") * pl.col("result_cols").clip(1))
     given = (pl.col("result_rows") != 1) | (pl.col("result_cols") != 0)
     label = pl.when(given).then(pl.concat_str(base, grid)).otherwise(base)
-    return (pl.when(pl.col("weights") == "resident").then(label)
-            .otherwise(pl.concat_str(label, pl.lit(" "), pl.col("weights"))).alias("plan"))
+    label = pl.when(pl.col("weights") == "resident").then(label).otherwise(
+        pl.concat_str(label, pl.lit(" "), pl.col("weights")))
+    staging = pl.col("staging")
+    return (pl.when(staging == 0).then(label).when(staging == 1).then(pl.concat_str(label, pl.lit(" streamed")))
+            .otherwise(pl.concat_str(label, pl.lit(" batched"), staging.cast(pl.String))).alias("plan"))
 
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],

@@ -27,10 +27,10 @@ from toolkit.layout.attention import attention_grid, qkv_need, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
+from toolkit.layout.reduction import REDUCE_SLICE_MIN_COLS, reduce_slices
 from toolkit.layout.stores import gathered_store, stream_store
 
 AMP_GROUP = 16
-REDUCE_SLICE_MIN_COLS = 8   # narrowest column slice one tile reduces in an inner-split reduce-scatter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +73,7 @@ class OpPlan:
     output: Layout | None = None
     partials: Layout | None = None   # inner-split partial sums [S, rows, cols] (None when S == 1)
     reduce_need: Layout | None = None
+    staging: int = 0                 # remote partials reduced per epoch (0: all at once; see staged_moves)
     key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
     precision: str = "f16"           # what the kernel's inputs are fed as (costs.PRECISION: f16 | f8)
     cast_input: bool = False         # an FP8 matmul casting its FP16 left panel on the tile (a late cast)
@@ -171,7 +172,7 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
         # reduce-scatter: the S tiles of a (row block, panel) each sum one piece of the panel, so no tile
         # receives all S partials of a whole panel, and the output stays spread over the S tiles
         if gemm is None:   # column slices of at least REDUCE_SLICE_MIN_COLS
-            slice_b, panel, j, _per = _reduce_slices(col_b, n_s)
+            slice_b, panel, j, _per = reduce_slices(col_b, n_s)
             red_rows, red_tiles, red_cells = rows_bounds, ct[:, panel, j], ci[:, panel, j]
         else:              # the plan's result grid: a x b pieces of every cell, piece (ja, jb) on inner tile ja b + jb
             a, b = gemm.result_split(int(np.diff(col_b).min()))
@@ -185,24 +186,10 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
         out_lay = Layout((1, rows, cols), (g1, red_rows, slice_b), red_tiles[None, ..., None],
                          red_cells[None, ..., None])
         plan = OpPlan(**{**_fields(plan), "kernel": amp_kernel(precision, p.partials), "partials": part,
-                         "reduce_need": red, "output": out_lay})
+                         "reduce_need": red, "output": out_lay, "staging": 0 if gemm is None else gemm.staging})
     return plan
 
 
-
-def _reduce_slices(col_b: np.ndarray, n_s: int) -> tuple[np.ndarray, ...]:
-    """Column slices of every panel for a reduce-scatter over ``n_s`` tiles.
-
-    Returns the slice bounds, each slice's panel and index in its panel, and the slices per panel.
-
-    Each panel is cut into ``min(n_s, width / REDUCE_SLICE_MIN_COLS)`` near-equal slices.
-    """
-    widths = np.diff(col_b)
-    per = np.clip(widths // REDUCE_SLICE_MIN_COLS, 1, n_s)
-    panel = np.repeat(np.arange(len(widths)), per)
-    j = np.arange(len(panel)) - np.repeat(np.cumsum(per) - per, per)
-    starts = col_b[panel] + (j * widths[panel]) // per[panel]
-    return np.append(starts, col_b[-1]), panel, j, per
 
 
 def _fields(plan: OpPlan) -> dict:

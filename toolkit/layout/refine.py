@@ -19,6 +19,7 @@ from toolkit.layout._kernels import count_routes
 from toolkit.layout.cost import DTYPE_BYTES, PARTIAL_BYTES, phase_exchange_cycles, reduce_cycles
 from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
+from toolkit.layout.reduction import staged_moves
 from toolkit.layout.screen import op_estimate
 from toolkit.target import Target
 
@@ -89,7 +90,10 @@ def _exchange_phases(send: np.ndarray, recv: np.ndarray, frags: np.ndarray, targ
 
 def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target,
             partials: str) -> tuple[int, np.ndarray]:
-    """Cycles of an inner-split reduce-scatter (partials exchange, then the sums) and its plan rows per tile."""
+    """Cycles of an inner-split reduce-scatter (the partials exchange, then the sums; per epoch when staged) and
+    its plan rows per tile."""
+    if plan.staging:
+        return _staged(plan, tiles, target, partials)
     n_w = int(waves.max()) + 1
     send, recv, frags, sends, copies, copy_bytes = (np.zeros((n_w, tiles), dtype=np.int64) for _ in range(6))
     _count(plan.partials, plan.reduce_need, waves, PARTIAL_BYTES[partials], tiles, send, recv, frags, sends, copies,
@@ -105,6 +109,29 @@ def _reduce(plan: OpPlan, waves: np.ndarray, tiles: int, target: Target,
         copies, copy_bytes, target)
     cycles = _exchange_phases(send, recv, frags, target) + int(per.max(axis=1).sum())
     return cycles, _distinct_rows(frags + sends)
+
+
+def _staged(plan: OpPlan, tiles: int, target: Target, partials: str) -> tuple[int, np.ndarray]:
+    """A staged reduction (one wave), epoch by epoch from the moves the schedule makes (``staged_moves``)."""
+    cycles, rows = 0, np.zeros(tiles, dtype=np.int64)
+    for e, mv in enumerate(staged_moves(plan)):
+        piece = (mv["r1"] - mv["r0"]) * (mv["c1"] - mv["c0"])
+        nbytes = piece * PARTIAL_BYTES[partials]
+        far = mv["src_tile"] != mv["dst_tile"]
+        count = np.bincount   # per tile: bytes and pieces sent and received, local copies
+        send = count(mv["src_tile"][far], weights=nbytes[far], minlength=tiles)[None].astype(np.int64)
+        recv = count(mv["dst_tile"][far], weights=nbytes[far], minlength=tiles)[None].astype(np.int64)
+        frags = count(mv["dst_tile"][far], minlength=tiles)[None]
+        sends = count(mv["src_tile"][far], minlength=tiles)[None]
+        copies = count(mv["dst_tile"][~far], minlength=tiles)
+        copy_bytes = count(mv["dst_tile"][~far], weights=nbytes[~far], minlength=tiles).astype(np.int64)
+        _, first = np.unique(mv["slot"], return_index=True)
+        sums = reduce_cycles(piece[first], mv["count"][first] + (e > 0), target, partials)
+        per = count(mv["dst_tile"][first], weights=sums, minlength=tiles).astype(np.int64) + copies_cycles(
+            copies, copy_bytes, target)
+        cycles += _exchange_phases(send, recv, frags, target) + int(per.max())
+        rows += _distinct_rows(frags + sends)
+    return cycles, rows
 
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,

@@ -24,11 +24,11 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
-    copy_cycles,
     phase_exchange_cycles,
     reduce_cycles,
     vector_cycles,
 )
+from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate
 from toolkit.layout.layout import Layout, segmented_bounds
 from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
 from toolkit.options import WEIGHT_CLASSES
@@ -116,16 +116,6 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     return out
 
 
-def _casts_input(op: dict, tensors: dict) -> bool:
-    """An FP8 linear whose left operand arrives as FP16 casts it on every tile (a late cast)."""
-    return PRECISION[tensors[op["inputs"][1]]["dtype"]] == "f8" and tensors[op["inputs"][0]]["dtype"] == "f16"
-
-
-def _casts_output(op: dict, tensors: dict) -> bool:
-    """An elementwise op storing F143 for FP8 matmuls (an early cast)."""
-    return tensors[op["output"]]["dtype"] in ("f8_143", "f8_152")
-
-
 def _is_linear(op: dict, tensors: dict) -> bool:
     return op["rule"] == "linear"
 
@@ -138,7 +128,7 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         key = (op["op_id"], *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
         if key not in cache:
             cache[key] = (_linear(op, tensors, reps, params, p, target, tiles, cache) if gemm is None
-                          else _gemm(op, gemm, tensors, reps, p, target, tiles))
+                          else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
         return cache[key]
     src = producer.get(op["inputs"][0])
     if op["kind"] in ("gelu", "cast", "copy") and src is not None and _is_linear(src, tensors):
@@ -146,7 +136,7 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         key = (op["op_id"], "after", *(lin_key if gemm is None else ("gemm", gemm)))
         if key not in cache:
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
-                          else _after_gemm(op, src, gemm, tensors, target, tiles))
+                          else after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
     names = cache.setdefault(("products", p.fused_qkv), {o["name"] for o in cache[("ops", p.fused_qkv)]
                                                          if o["rule"] in ("scores", "values")})
@@ -181,11 +171,11 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     split = grid.n_s > 1
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     partials = p.partials if split else "f16"
-    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, _casts_input(op, tensors))
+    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, casts_input(op, tensors))
     if amp_key not in cache:   # cells of equal geometry recur across shards and splits
         classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]   # both weight classes in one pass
         cache[amp_key] = amp_cycles(rows_w, cb, ib, target, weight_class=classes, dtype=precision,
-                                    partials=partials, inner_block=p.inner_block, cast=_casts_input(op, tensors))
+                                    partials=partials, inner_block=p.inner_block, cast=casts_input(op, tensors))
     cyc, _, launch, _ = cache[amp_key]
     compute = {cls: int((cyc[i] * per_tile).sum()) for i, cls in enumerate(WEIGHT_CLASSES)}
     a = tensors[op["inputs"][0]]
@@ -229,7 +219,7 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     per_tile = grid.max_chunks_per_tile(tiles)
     chunks = math.ceil(n_r / grid.shard) * per_tile   # producer chunks on the busiest tile, one invocation each
     cyc = chunks * int(vector_cycles(op["kind"], p.row_block, grid.out_cols(src["cols"]), target,
-                                     out_cast=_casts_output(op, tensors)))
+                                     out_cast=casts_output(op, tensors)))
     elements = chunks * p.row_block * grid.out_cols(src["cols"])
     used = min(tiles, grid.shard * grid.n_p * grid.out_slices(src["cols"]))
     mask = np.arange(tiles) < used
@@ -238,97 +228,6 @@ def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutPar
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
             "phases": 1, "launches": chunks,
             "weights": zero, "inter": zero, "out": np.where(mask, out, 0), "recv": zero, "panel": 0}
-
-
-def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, result_cols, partials: str,
-                   inner_block: int | None, target: Target, tiles: int, gathered=False) -> dict[str, np.ndarray]:
-    """O(1) screen of GEMM plans of one linear op, vectorized over arrays of plans (``m, n, k`` and result split).
-
-    The busiest cell holds the largest balanced shard of every dimension:
-    ``ceil(rows / m) x ceil(cols / n) x ceil(inner / k)``; cells past the tiles
-    fold (``ceil(m n k / tiles)`` per tile, run one after another). The left
-    panel is received whole (an upper bound, as the layout screen counts it);
-    inner splits reduce-scatter FP16 partials of a ``result_rows x result_cols``
-    piece of each cell on each of its k tiles. Gathered weights (``gathered``
-    true) keep ``1 / m`` of each block per tile and receive the rest of the
-    block, with the left panel, before every use (the tile's own piece is a
-    local copy). Returns per-plan arrays: compute per weight class, exchange,
-    syncs, launches and per-tile bytes.
-    """
-    m, n, k, ra, rc = (np.asarray(v, dtype=np.int64) for v in (m, n, k, result_rows, result_cols))
-    gathered = np.asarray(gathered, dtype=bool) & (m > 1)
-    rows, cols, inner = op["rows"], op["cols"], op["inner"]
-    r_max, c_max, k_max = -(-rows // m), -(-cols // n), -(-inner // k)
-    per_tile = -(-(m * n * k) // tiles)
-    split = k > 1
-    rb = np.where(split, ra, 1)
-    cb = np.where(split, np.where(rc > 0, rc, np.maximum(1, np.minimum(k // np.maximum(ra, 1), c_max // 8))), 1)
-    precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
-    part = np.where(split, partials, "f16")
-    classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
-    cyc, _, launch, _ = amp_cycles(r_max, c_max, k_max, target, weight_class=classes, dtype=precision,
-                                   partials=part, inner_block=inner_block, cast=_casts_input(op, tensors))
-    a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
-    w = tensors[op["inputs"][1]]
-    w_bytes = DTYPE_BYTES[w["dtype"]]
-    block = k_max * c_max * w_bytes                                  # one cell's (inner, column) weight block
-    piece = np.where(gathered, -(-k_max // m) * c_max * w_bytes, block)  # what a tile keeps of it
-    recv = (r_max * k_max * a_bytes + np.where(gathered, block - piece, 0)) * per_tile
-    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1, 0)
-    exchange = phase_exchange_cycles(recv, frag, target)
-    piece_r, piece_c = -(-r_max // rb), -(-c_max // cb)
-    red = np.where(split, piece_r * piece_c * PARTIAL_BYTES[partials] * k * per_tile, 0)
-    red_cycles = np.where(split, reduce_cycles(piece_r * piece_c, k, target, partials) * per_tile, 0)
-    exchange = exchange + np.where(split, phase_exchange_cycles(red, k, target), 0)
-    rep = reps.get(op["block"], 1) if w["per_instance"] else 1
-    wbytes = piece * rep * per_tile
-    own = np.where(gathered, copy_cycles(piece, target) * per_tile, 0)   # the tile's own piece, copied locally
-    out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
-    return {
-        "compute_interleaved": cyc[0] * per_tile + red_cycles + own,
-        "compute_standard": cyc[1] * per_tile + red_cycles + own,
-        "exchange": exchange, "syncs": np.where(split, 2, 1), "phases": np.where(split, 6, 3),
-        "launches": launch * per_tile + split, "weight_bytes": wbytes, "bias_bytes": c_max * 2 * rep * per_tile,
-        "out_bytes": np.where(split, piece_r * piece_c, r_max * c_max) * out_b * per_tile,
-        "recv_bytes": recv + red + np.where(gathered, piece * per_tile, 0),   # gathered: the whole block buffer
-        "panel_bytes": r_max * k_max * a_bytes, "tiles_used": np.minimum(m * n * k, tiles),
-        "out_tiles": np.minimum(m * n * np.where(split, rb * cb, 1), tiles),
-        "out_rows": np.where(split, piece_r, r_max), "out_cols": np.where(split, piece_c, c_max),
-        "chunks": per_tile,
-    }
-
-
-def _gemm(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, target: Target, tiles: int) -> dict:
-    """The screen's estimate of one linear op under its own GEMM plan (see :func:`gemm_estimates`)."""
-    e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
-        op, tensors, reps, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, p.partials, p.inner_block,
-        target, tiles, gemm.weights == "gathered").items()}
-    mask = np.arange(tiles) < int(e["tiles_used"])
-    precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
-    return {
-        "kernel": amp_kernel(precision, p.partials if gemm.k > 1 else None),
-        "compute": {cls: int(e[f"compute_{cls}"]) for cls in WEIGHT_CLASSES}, "exchange": int(e["exchange"]),
-        "syncs": int(e["syncs"]), "phases": int(e["phases"]), "launches": int(e["launches"]),
-        "weights": np.where(mask, int(e["weight_bytes"] + e["bias_bytes"]), 0),
-        "inter": np.where(mask, 0 if gemm.weights == "gathered" else int(e["weight_bytes"]), 0),
-        "out": np.where(np.arange(tiles) < int(e["out_tiles"]), int(e["out_bytes"]), 0),
-        "recv": np.where(mask, int(e["recv_bytes"]), 0), "panel": int(e["panel_bytes"]),
-    }
-
-
-def _after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: int) -> dict:
-    """An elementwise op in place on a GEMM plan's output: one invocation per output piece on each tile."""
-    e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
-        src, tensors, {}, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, "f16", None, target,
-        tiles).items()}
-    chunks = int(e["chunks"])
-    cyc = chunks * int(vector_cycles(op["kind"], int(e["out_rows"]), int(e["out_cols"]), target,
-                                     out_cast=_casts_output(op, tensors)))
-    out = chunks * int(e["out_rows"] * e["out_cols"]) * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
-    zero = np.zeros(tiles, dtype=np.int64)
-    return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
-            "phases": 1, "launches": chunks, "weights": zero, "inter": zero,
-            "out": np.where(np.arange(tiles) < int(e["out_tiles"]), out, 0), "recv": zero, "panel": 0}
 
 
 def _slot_bytes(layout: Layout, nbytes: int) -> np.ndarray:
@@ -378,11 +277,16 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
             used = need.cells.ravel() >= 0
             est["panel"] = max(est["panel"], int(slot_bytes[used].max(initial=0)))
     if plan.partials is not None:
+        s = plan.partials.counts[0]
+        step = plan.staging or s - 1                         # remote partials per epoch
+        epochs = -(-(s - 1) // step)
         recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, PARTIAL_BYTES[p.partials]), n)
         red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)
-        est["exchange"] += int(phase_exchange_cycles(red, np.full(n_w, plan.partials.counts[0]), target).sum())
-        est["syncs"] += n_w
-        est["phases"] += 3 * n_w
+        per_epoch = red * min(step + 1, s) // s               # an epoch's share of the partials (upper bound)
+        est["exchange"] += epochs * int(phase_exchange_cycles(per_epoch, np.full(n_w, min(step + 1, s)),
+                                                              target).sum())
+        est["syncs"] += n_w * epochs
+        est["phases"] += 3 * n_w * epochs
     rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)
     if recv.any():
         frag = np.ceil(rw.max(axis=1) / (target.packet_max_words * target.word_bytes))

@@ -30,6 +30,7 @@ from toolkit.layout.cost import (
 )
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import LayoutParams, OpPlan
+from toolkit.layout.reduction import staged_moves
 from toolkit.target import Target
 
 
@@ -168,6 +169,33 @@ class Program:
                                r1=pieces["r1"][remote], c0=pieces["c0"][remote], c1=pieces["c1"][remote])
             self.use(src_obj[remote], xphase)
         return len(remote)
+
+
+    def send(self, src_obj: np.ndarray, src_off: np.ndarray, dst_obj: np.ndarray, dst_off: np.ndarray,
+             rect: dict[str, np.ndarray], src_tile: np.ndarray, dst_tile: np.ndarray, nbytes: int, tensor: int,
+             xphase: int, cphase: int) -> None:
+        """Point-to-point moves at explicit offsets: one transfer per remote row, a copy command per local one."""
+        rows, cols, groups = rect["r1"] - rect["r0"], rect["c1"] - rect["c0"], rect["g1"] - rect["g0"]
+        size = rows * cols * groups * nbytes
+        local = src_tile == dst_tile
+        idx = np.nonzero(local)[0]
+        if len(idx):
+            cmd = self.commands.add(len(idx), phase=cphase, tile=dst_tile[idx], op_id=-1, kernel="copy",
+                                    rows=rows[idx], cols=cols[idx], inner=0, groups=groups[idx], calls=1, launches=1,
+                                    est_cycles=copy_cycles(size[idx], self.target), dtype="f16", weight_class="",
+                                    panels=0, cast_cycles=0)
+            self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
+            self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
+            self.use(src_obj[idx], cphase)
+        far = np.nonzero(~local)[0]
+        if len(far):
+            tid = self.transfer_count + np.arange(len(far))
+            self.transfer_count += len(far)
+            self.transfers.add(len(far), transfer_id=tid, phase=xphase, source=src_tile[far],
+                               destination=dst_tile[far], size_bytes=size[far], tensor_id=tensor,
+                               src_offset=src_off[far], dst_offset=dst_off[far], src_object=src_obj[far],
+                               dst_object=dst_obj[far], **{k: v[far] for k, v in rect.items()})
+            self.use(src_obj[far], xphase)
 
 
 def _offset(layout: Layout, chunk: np.ndarray, pieces: dict[str, np.ndarray], nbytes: int) -> np.ndarray:
@@ -335,18 +363,26 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
 
 def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_objs: np.ndarray, wave: int,
             block: str) -> tuple[np.ndarray, np.ndarray]:
-    """Reduce-scatter inner-split partials: each tile of a (row block, panel) sums one column slice of it."""
-    red = plan.reduce_need
+    """Reduce-scatter inner-split partials: each tile of a (row block, panel) sums one column slice of it.
+
+    A staged plan (``plan.staging`` N, :func:`toolkit.layout.reduction.staged_moves`)
+    receives the partials N per epoch in a rotated order; every epoch after
+    the first adds its partials to the sum the earlier ones left in the output
+    (one more FP16 input to the reduction).
+    """
     out_tensor = op["output"]
+    part_layout = plan.partials
+    part_objs = np.full(part_layout.tiles.size, -1, dtype=np.int64)
+    part_objs[_slot_of_cell(part_layout, len(plan.cell_tiles))[cells]] = partial_objs
+    if plan.staging:
+        return _staged(prog, plan, out_tensor, part_objs, wave, block)
+    red = plan.reduce_need
     red_slot = _slot_of_cell(red, len(plan.cell_tiles))[cells]
     keep = red_slot >= 0
     rcells, rslot = cells[keep], red_slot[keep]
     prog.phase("sync", plan, wave, block)
     xphase = prog.phase("exchange", plan, wave, block)
     cphase = prog.phase("compute", plan, wave, block)
-    part_layout = plan.partials
-    part_objs = np.full(part_layout.tiles.size, -1, dtype=np.int64)
-    part_objs[_slot_of_cell(part_layout, len(plan.cell_tiles))[cells]] = partial_objs
     pbytes = PARTIAL_BYTES[prog.params.partials]
     need_objs = prog.new_objects(red, rslot, out_tensor, "activation", xphase, dtype_bytes=pbytes,
                                  name=f"{prog.tensors[out_tensor]['name']}.reduce")
@@ -355,13 +391,55 @@ def _reduce(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, partial_ob
     out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
     ch = red.chunks()   # each reducing cell sums one column slice of its panel
     rows, cols = (ch["r1"] - ch["r0"])[rslot], (ch["c1"] - ch["c0"])[rslot]
-    s = plan.partials.counts[0]
-    cyc = reduce_cycles(rows * cols, s, prog.target, prog.params.partials)
-    cmd = prog.commands.add(len(rcells), phase=cphase, tile=plan.cell_tiles[rcells], op_id=plan.op_id,
-                            kernel="reduce", rows=rows, cols=cols, inner=s, groups=1, calls=1, launches=1,
-                            est_cycles=cyc, dtype="f16", weight_class="", panels=0, cast_cycles=0)
-    prog.operands.add(len(rcells), command_id=cmd, object_id=need_objs, role="i", offset=0)
-    prog.operands.add(len(rcells), command_id=cmd, object_id=out, role="out", offset=0)
-    prog.use(need_objs, cphase)
-    prog.use(out, cphase)
+    _sum(prog, plan, plan.cell_tiles[rcells], cphase, need_objs, out, rows, cols, plan.partials.counts[0], first=True)
     return rcells, out
+
+
+def _staged(prog: Program, plan: OpPlan, out_tensor: int, part_objs: np.ndarray, wave: int,
+            block: str) -> tuple[np.ndarray, np.ndarray]:
+    """The epochs of a staged reduction: per epoch a buffer per reducing slot filled at explicit positions."""
+    pbytes = PARTIAL_BYTES[prog.params.partials]
+    red = plan.reduce_need
+    cells_of_slot = red.cells.ravel()
+    out = rcells = None
+    name = f"{prog.tensors[out_tensor]['name']}.reduce"
+    for e, mv in enumerate(staged_moves(plan)):
+        prog.phase("sync", plan, wave, block)
+        xphase = prog.phase("exchange", plan, wave, block)
+        cphase = prog.phase("compute", plan, wave, block)
+        slots, first = np.unique(mv["slot"], return_index=True)
+        rcells = cells_of_slot[slots]
+        rows, cols = (mv["r1"] - mv["r0"])[first], (mv["c1"] - mv["c0"])[first]
+        count = mv["count"][first]
+        buf = prog.objects.add(
+            len(slots), tile=mv["dst_tile"][first], kind="activation", name=name, tensor_id=out_tensor,
+            size_bytes=count * rows * cols * pbytes, align=8, first=xphase, access="data", cls="standard",
+            repeat_count=1, alias_of=-1, g0=0, g1=count, r0=mv["r0"][first], r1=mv["r1"][first],
+            c0=mv["c0"][first], c1=mv["c1"][first])
+        buf_of = np.searchsorted(slots, mv["slot"])
+        piece = (mv["r1"] - mv["r0"]) * (mv["c1"] - mv["c0"])
+        src_off = ((mv["r0"] - mv["cr0"]) * mv["cell_cols"] + (mv["c0"] - mv["cc0"])) * pbytes
+        rect = {"g0": mv["g"], "g1": mv["g"] + 1, "r0": mv["r0"], "r1": mv["r1"], "c0": mv["c0"], "c1": mv["c1"]}
+        prog.send(part_objs[mv["src_chunk"]], src_off, buf[buf_of], mv["pos"] * piece * pbytes, rect,
+                  mv["src_tile"], mv["dst_tile"], pbytes, out_tensor, xphase, cphase)
+        if out is None:
+            out_slot = _slot_of_cell(plan.output, len(plan.cell_tiles))[rcells]
+            out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
+        _sum(prog, plan, plan.cell_tiles[rcells], cphase, buf, out, rows, cols, count, first=e == 0)
+    return rcells, out
+
+
+def _sum(prog: Program, plan: OpPlan, tiles: np.ndarray, cphase: int, buf: np.ndarray, out: np.ndarray,
+         rows: np.ndarray, cols: np.ndarray, count, *, first: bool) -> None:
+    """One reduction command per reducing slot: the buffer's partials (and the running sum after the first)."""
+    inputs = np.asarray(count) + (0 if first else 1)
+    cyc = reduce_cycles(rows * cols, inputs, prog.target, prog.params.partials)
+    cmd = prog.commands.add(len(tiles), phase=cphase, tile=tiles, op_id=plan.op_id, kernel="reduce", rows=rows,
+                            cols=cols, inner=inputs, groups=1, calls=1, launches=1, est_cycles=cyc, dtype="f16",
+                            weight_class="", panels=0, cast_cycles=0)
+    prog.operands.add(len(tiles), command_id=cmd, object_id=buf, role="i", offset=0)
+    if not first:
+        prog.operands.add(len(tiles), command_id=cmd, object_id=out, role="i", offset=0)
+    prog.operands.add(len(tiles), command_id=cmd, object_id=out, role="out", offset=0)
+    prog.use(buf, cphase)
+    prog.use(out, cphase)

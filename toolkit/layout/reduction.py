@@ -1,0 +1,79 @@
+"""Inner-split reductions: the column slices a reduce-scatter cuts each panel into, and the epochs of a staged one.
+
+A plan with ``k`` inner partitions writes ``k`` FP16 partials of every output
+piece; the reducing tile of a piece receives them and sums them (the FP16
+reduction). Unstaged, every partial arrives in one exchange; a staged plan
+(``staging`` N) receives N per epoch, in a rotated order so the tiles of a cell
+send to different reducers in each epoch, and adds them to the running sum the
+earlier epochs left in the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from toolkit.layout.plans import OpPlan
+
+REDUCE_SLICE_MIN_COLS = 8   # narrowest column slice one tile reduces in an inner-split reduce-scatter
+
+
+def reduce_slices(col_b: np.ndarray, n_s: int) -> tuple[np.ndarray, ...]:
+    """Column slices of every panel for a reduce-scatter over ``n_s`` tiles.
+
+    Returns the slice bounds, each slice's panel and index in its panel, and the slices per panel.
+
+    Each panel is cut into ``min(n_s, width / REDUCE_SLICE_MIN_COLS)`` near-equal slices.
+    """
+    widths = np.diff(col_b)
+    per = np.clip(widths // REDUCE_SLICE_MIN_COLS, 1, n_s)
+    panel = np.repeat(np.arange(len(widths)), per)
+    j = np.arange(len(panel)) - np.repeat(np.cumsum(per) - per, per)
+    starts = col_b[panel] + (j * widths[panel]) // per[panel]
+    return np.append(starts, col_b[-1]), panel, j, per
+
+
+def staged_moves(plan: OpPlan) -> list[dict[str, np.ndarray]]:
+    """The epochs of a staged reduction (``plan.staging`` N), one dict of arrays per epoch.
+
+    Every reducing slot (one result piece on one of its cell's inner tiles)
+    takes the cell's partials in a rotated order: its own first, then the
+    partial of the next inner tile, and so on, so in each epoch the tiles of a
+    cell send to different reducers instead of all sending one partial's
+    pieces at once. Epoch 0 holds the own partial and N remote ones, every
+    later epoch the next N. Per epoch and (slot, position): ``slot`` (reduce
+    need slot), ``pos`` (place in the epoch's buffer), ``count`` (the epoch's
+    partials for that slot), ``g`` (the partial), ``src_chunk`` and
+    ``src_tile`` (where that partial of the cell lies), ``dst_tile`` and the
+    piece ``r0 r1 c0 c1`` with its cell's ``cr0 cc0 cell_cols``.
+    """
+    red, part, n = plan.reduce_need, plan.partials, plan.staging
+    s = red.shape[0]
+    rc = red.chunks()
+    slot = np.nonzero(rc["tile"] >= 0)[0]
+    r0, r1, c0, c1, dst = rc["r0"][slot], rc["r1"][slot], rc["c0"][slot], rc["c1"][slot], rc["tile"][slot]
+    _, pr, pc = part.bounds
+    cr = np.searchsorted(pr, r0, side="right") - 1          # the cell holding each piece
+    cc = np.searchsorted(pc, c0, side="right") - 1
+    _, nr, nc = part.counts
+    cell_tiles = part.tiles[:, cr, cc, 0].T                  # [slots, S]: the tile of each partial of the cell
+    own = np.argmax(cell_tiles == dst[:, None], axis=1)      # the reducer is one of its cell's inner tiles
+    bounds = [0, *range(n + 1, s, n), s]                     # positions q of each epoch
+    out = []
+    for lo, hi in itertools.pairwise(bounds):
+        q = np.arange(lo, hi)
+        sl, qq = np.repeat(np.arange(len(slot)), len(q)), np.tile(q, len(slot))
+        g = (own[sl] + qq) % s
+        out.append({
+            "slot": slot[sl], "pos": qq - lo, "count": np.full(len(sl), hi - lo), "g": g,
+            "src_chunk": (g * nr + cr[sl]) * nc + cc[sl], "src_tile": cell_tiles[sl, g], "dst_tile": dst[sl],
+            "r0": r0[sl], "r1": r1[sl], "c0": c0[sl], "c1": c1[sl], "cr0": pr[cr[sl]], "cc0": pc[cc[sl]],
+            "cell_cols": pc[cc[sl] + 1] - pc[cc[sl]],
+        })
+    return out
+
+
+__all__ = ["REDUCE_SLICE_MIN_COLS", "reduce_slices", "staged_moves"]
