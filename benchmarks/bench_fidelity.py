@@ -7,7 +7,7 @@
    ``siglip-so400m`` (27 layers): simulated cropped cycles under the old cost
    model (kept as data, ``benchmarks/data/old_model.json``) and the current
    one, beside the hardware's renderer-cropped cycles
-   (``benchmarks/data/hardware_programs.csv``), with the ratio; then where the
+   (``toolkit/data/hardware_programs.csv``), with the ratio; then where the
    cycles go, per op and phase kind (the stages' estimates, which the
    simulation reproduces; repeat instances multiplied in).
 
@@ -28,10 +28,10 @@ import polars as pl
 
 from benchmarks._results import write_section
 from toolkit.costs import kernel_cycles
+from toolkit.report import hardware_programs
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "data" / "hardware_kernels.csv"
-PROGRAMS = Path(__file__).with_name("data") / "hardware_programs.csv"
 OLD = Path(__file__).with_name("data") / "old_model.json"
 CONTEXT = Path(__file__).with_name("data") / "hardware_context.csv"
 
@@ -115,7 +115,7 @@ def context_section(results: dict) -> list[str]:
 
 
 def program_section(skip_so400m: bool) -> str:
-    hw = pl.read_csv(PROGRAMS)
+    hw = hardware_programs()
     old = json.loads(OLD.read_text())
     cases = [(r["workload"], r["hardware_cycles"], r["note"]) for r in hw.iter_rows(named=True)
              if not (skip_so400m and r["workload"] == "siglip-so400m")]

@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_simulate [--skip-encoder] [--repeat 3]``. Writes the
 "simulate" section of benchmarks/RESULTS.md. Hardware figures are the
-renderer-cropped spans in benchmarks/data/hardware_programs.csv (from
+renderer-cropped spans in toolkit/data/hardware_programs.csv (from
 ../shared/seeds/joint-sram-placement.md; mlp-small-repeat passed hardware
 checking but has no cycle figure). The cost model is calibrated on measured
 kernels (``toolkit.costs``), never on these programs: the ratio is what it is. Also times
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import polars as pl
 
@@ -21,11 +20,12 @@ import toolkit
 from benchmarks._results import timed, write_section
 from toolkit.errors import ToolkitError
 from toolkit.profile import crop
+from toolkit.report import hardware_programs
 from toolkit.simulate import roofline, simulate
 
 CASES = ("mlp-single-b1", "mlp-single-b4", "attention-b1", "attention-fused-b1", "mlp-b2-n3", "mlp-small-repeat")
-_MEASURED = pl.read_csv(Path(__file__).with_name("data") / "hardware_programs.csv")
-#: renderer-cropped hardware cycles (benchmarks/data/hardware_programs.csv); mlp-small-repeat has no cycle figure
+_MEASURED = hardware_programs()
+#: renderer-cropped hardware cycles (toolkit/data/hardware_programs.csv); mlp-small-repeat has no cycle figure
 HARDWARE = {w: dict(zip(_MEASURED["workload"], _MEASURED["hardware_cycles"], strict=True)).get(w) for w in CASES}
 
 

@@ -111,6 +111,12 @@ class Compilation:
             "fused_qkv": [chosen["fused_qkv"]],
         })
 
+    def numbers(self) -> pl.DataFrame:
+        """The headline numbers, each with what it is (screen / refined / lowered estimate, simulated, measured
+        on hardware, placed, count), its unit, its source and the ratio to the hardware (``toolkit.report``)."""
+        from toolkit.report import numbers
+        return numbers(self)
+
     def est_cycles(self, kind: str | None = None) -> int:
         """Estimated cycles of the whole program (or of one phase kind): compute phases from the schedule,
         exchange phases as lowered, repeat instances multiplied in (the lowered estimate)."""

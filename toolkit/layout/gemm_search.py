@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import math
 
 import numpy as np
 import polars as pl
@@ -117,24 +116,37 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
     at most the row block).
     """
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
-    ms = M_CHOICES if row_block is None else (-(-rows // row_block),)
-    out: dict[str, list[int]] = {k: [] for k in ("m", "n", "k", "result_rows", "result_cols", "gathered")}
-    for m, k in itertools.product(ms, K_CHOICES):
-        if m > rows or (k > 1 and math.ceil(inner / k) < depth) or m * k > tiles:
-            continue
-        n_max = min(tiles // (m * k), cols)
-        ns = {n_max} | {math.ceil(cols / (16 * j)) for j in range(1, 33)}
-        for n in sorted(x for x in ns if 1 <= x <= n_max):
-            splits = [(1, 0)] if k == 1 else [(1, 0)] + ([(k, 1)] if math.ceil(rows / m) >= k else [])
-            for (ra, rc), g in itertools.product(splits, (0, 1) if m > 1 else (0,)):
-                for key, v in zip(out, (m, n, k, ra, rc, g), strict=True):
-                    out[key].append(v)
-    base = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-    parts = [{**base, "staging": np.zeros(len(base["m"]), dtype=np.int64)}]
+    ms = np.asarray(M_CHOICES if row_block is None else (-(-rows // row_block),), dtype=np.int64)
+    m, k = (a.ravel() for a in np.meshgrid(ms, np.asarray(K_CHOICES, dtype=np.int64), indexing="ij"))
+    ok = (m <= rows) & ((k == 1) | (-(-inner // k) >= depth)) & (m * k <= tiles)
+    m, k = m[ok], k[ok]
+    n_max = np.minimum(tiles // (m * k), cols)
+    panels = np.unique(-(-cols // (16 * np.arange(1, 33))))               # whole 16-column panels per tile
+    # every (m, k) with the most columns the tiles allow and each whole-panel count below it
+    mi = np.concatenate([np.arange(len(m)), np.repeat(np.arange(len(m)), len(panels))])
+    n = np.concatenate([n_max, np.tile(panels, len(m))])
+    keep = (n >= 1) & (n <= n_max[mi])
+    grid = np.unique(np.stack([m[mi][keep], n[keep], k[mi][keep]], axis=1), axis=0)
+    m, n, k = grid.T
+    by_rows = (k > 1) & (-(-rows // m) >= k)                             # the result split over k tiles by rows
+    split = np.concatenate([np.zeros(len(m), dtype=bool), np.ones(int(by_rows.sum()), dtype=bool)])
+    idx = np.concatenate([np.arange(len(m)), np.nonzero(by_rows)[0]])
+    gathered = np.concatenate([np.zeros(len(idx), dtype=bool), np.ones(int((m[idx] > 1).sum()), dtype=bool)])
+    idx, split = np.concatenate([idx, idx[m[idx] > 1]]), np.concatenate([split, split[m[idx] > 1]])
+    return {"m": m[idx], "n": n[idx], "k": k[idx], "result_rows": np.where(split, k[idx], 1),
+            "result_cols": split.astype(np.int64), "gathered": gathered.astype(np.int64),
+            "staging": np.zeros(len(idx), dtype=np.int64)}
+
+
+def staged_variants(plans: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The selected plans once per reduction staging of :data:`STAGINGS` that is below their k - 1."""
+    parts = []
     for st in STAGINGS:
-        keep = base["k"] - 1 > st
-        parts.append({**{k: v[keep] for k, v in base.items()}, "staging": np.full(int(keep.sum()), st)})
-    return {k: np.concatenate([p_[k] for p_ in parts]) for k in parts[0]}
+        keep = rows & (plans["k"] - 1 > st)
+        parts.append({**{k: v[keep] for k, v in plans.items()}, "staging": np.full(int(keep.sum()), st)})
+    if not parts:
+        return {k: v[:0] for k, v in plans.items()}
+    return {k: np.concatenate([p_[k] for p_ in parts]) for k in plans}
 
 
 def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
@@ -143,24 +155,39 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
 
     ``feasible``: the plan's weights and transient bytes fit one tile beside
     RESERVE_BYTES (alone: the chain's budgets then share the tile between ops).
+    Staged reductions only trade time for memory: they are added for the plans
+    whose transient bytes no budget admits unstaged, where staging brings them
+    within one.
     """
     w = tensors[op["inputs"][1]]
     depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
+    room = target.load_limit - target.memory_start - RESERVE_BYTES
     plans = enumerate_plans(op, tiles, depth, row_block)
+    est = _estimates(op, tensors, reps, target, tiles, partials, inner_block, weight_class, plans)
+    heavy = est["transient_bytes"].to_numpy() > (1 - min(BUDGETS)) * room
+    if heavy.any():
+        staged = staged_variants(plans, heavy)
+        if len(staged["m"]):   # kept where staging brings the plan within a budget
+            more = _estimates(op, tensors, reps, target, tiles, partials, inner_block, weight_class, staged)
+            est = pl.concat([est, more.filter(pl.col("transient_bytes") <= (1 - min(BUDGETS)) * room)])
+    return est.with_columns(plan_labels(), *_fits(room), pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")
+                            ).select(list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
+
+
+def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
+               inner_block: int | None, weight_class: str, plans: dict[str, np.ndarray]) -> pl.DataFrame:
+    plans = dict(plans)
     gathered = plans.pop("gathered").astype(bool)
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
                        plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"])
     compute = e[f"compute_{weight_class}"]   # gathered blocks are copied into the weight class before the AMP reads
-    plans["weights"] = np.where(gathered, "gathered", "resident")
     sync = e["syncs"] * target.costs.sync_cycles
     return pl.DataFrame({
-        "op": op["name"], **plans, "tiles_used": e["tiles_used"],
-        "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"], "est_sync_cycles": sync,
-        "est_cycles": compute + e["exchange"] + sync, "weight_bytes": e["weight_bytes"] + e["bias_bytes"],
-        "transient_bytes": e["recv_bytes"] + e["out_bytes"],
-    }).with_columns(plan_labels(), *_fits(target.load_limit - target.memory_start - RESERVE_BYTES),
-                    pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")).select(
-        list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
+        "op": op["name"], **plans, "gathered": gathered, "weights": np.where(gathered, "gathered", "resident"),
+        "tiles_used": e["tiles_used"], "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"],
+        "est_sync_cycles": sync, "est_cycles": compute + e["exchange"] + sync,
+        "weight_bytes": e["weight_bytes"] + e["bias_bytes"], "transient_bytes": e["recv_bytes"] + e["out_bytes"],
+    })
 
 
 def _fits(room: int) -> tuple[pl.Expr, pl.Expr]:
@@ -200,18 +227,20 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[s
     room = capacity - RESERVE_BYTES
     chains: list[tuple[tuple[str, GemmPlan], ...]] = []
     chosen: dict[tuple[str, str], list[float]] = {}
+    ranked = {}
+    for op, f in frames.items():   # one ranking per op: by cycles, then weights, then label; and by bytes
+        f = f.sort("est_cycles", "weight_bytes", "plan")
+        ranked[op] = (f, f["weight_bytes"].to_numpy(), f["transient_bytes"].to_numpy(),
+                      int(np.lexsort((f["est_cycles"].to_numpy(), f["weight_bytes"].to_numpy()
+                                      + f["transient_bytes"].to_numpy()))[0]))
     for budget in BUDGETS:
         chain = dict(pinned)
-        for op, f in frames.items():
+        for op, (f, w, t, smallest) in ranked.items():
             if op in pinned:
                 continue
-            ok = f.filter((pl.col("weight_bytes") <= budget * room * floor[op] / total)
-                          & (pl.col("transient_bytes") <= (1 - budget) * room))
-            if ok.height:
-                best = ok.sort("est_cycles", "weight_bytes", "plan").row(0, named=True)
-            else:
-                best = f.sort(pl.col("weight_bytes") + pl.col("transient_bytes"), "est_cycles").row(0, named=True)
-            chain[op] = GemmPlan(**{f: best[f] for f in PLAN_FIELDS})
+            ok = (w <= budget * room * floor[op] / total) & (t <= (1 - budget) * room)
+            best = f.row(int(np.argmax(ok)) if ok.any() else smallest, named=True)
+            chain[op] = GemmPlan(**{f_: best[f_] for f_ in PLAN_FIELDS})
             chosen.setdefault((op, best["plan"]), []).append(budget)
         key = tuple(sorted(chain.items()))
         if key not in chains:

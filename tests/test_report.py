@@ -1,0 +1,43 @@
+"""Every headline number says what it is, where it comes from and how far it is from hardware."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import toolkit
+from toolkit.report import KINDS, NUMBERS_SCHEMA, hardware_figure, hardware_programs
+
+
+def test_the_hardware_table_is_the_seeds_and_has_its_sources() -> None:
+    hw = hardware_programs()
+    assert {"mlp-single-b1", "attention-b1", "siglip-so400m"} <= set(hw["workload"])
+    assert hw["hardware_cycles"].min() > 0 and hw["source"].null_count() == 0
+    assert hw.filter(pl.col("workload") == "mlp-single-b1")["hardware_cycles"].item() == 128_202
+
+
+def test_numbers_label_every_figure_and_compare_cycles_with_hardware() -> None:
+    c = toolkit.compile("mlp-single-b1")
+    n = c.numbers()
+    assert dict(n.schema) == NUMBERS_SCHEMA and set(n["kind"]) <= set(KINDS)
+    cycles = {r["kind"]: r for r in n.filter(pl.col("quantity") == "cycles").iter_rows(named=True)}
+    assert set(cycles) == {"screen estimate", "refined estimate", "lowered estimate", "simulated",
+                           "measured on hardware"}
+    assert cycles["lowered estimate"]["value"] == c.est_cycles()
+    assert cycles["simulated"]["value"] == toolkit.profile.crop(c.profile).cropped_cycles
+    hw = cycles["measured on hardware"]
+    assert hw["value"] == 128_202 and hw["vs_hardware"] is None and "real compiler" in hw["source"]
+    assert cycles["simulated"]["vs_hardware"] == pytest.approx(cycles["simulated"]["value"] / 128_202)
+    assert n["source"].null_count() == 0 and n["unit"].null_count() == 0
+    peaks = n.filter(pl.col("quantity") == "peak SRAM per tile")
+    assert set(peaks["kind"]) == {"screen estimate", "placed"} and set(peaks["unit"]) == {"bytes"}
+
+
+def test_no_hardware_comparison_where_the_options_change_the_graph() -> None:
+    assert hardware_figure("mlp-single-b1") is not None
+    assert hardware_figure("mlp-single-b1", toolkit.Options(weight_dtype="f16")) is None
+    assert hardware_figure("mlp-small-repeat") is None
+    c = toolkit.compile("mlp-small-repeat", options={"simulate": False})
+    n = c.numbers()
+    assert "measured on hardware" not in set(n["kind"]) and "simulated" not in set(n["kind"])
+    assert n["vs_hardware"].null_count() == n.height

@@ -1,0 +1,93 @@
+"""What every headline number of a compilation is, where it comes from, and how far it is from hardware.
+
+A compilation carries several numbers for one quantity: the layout search's
+screen estimate (O(1) per op, every operand panel counted as received), its
+refined estimate (every operand routed), the lowered estimate (compute as
+scheduled, exchange phases as lowered), the simulated profile (cropped as the
+hardware renderer crops it) and, where the real compiler's program for the
+same workload was measured on a C600, that measurement
+(:func:`hardware_programs`). :func:`numbers` puts them in one frame, each
+with its kind, unit and source, and the ratio to the hardware figure.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+
+#: kinds of number, in the order a reader meets them
+KINDS = ("screen estimate", "refined estimate", "lowered estimate", "simulated", "measured on hardware", "placed",
+         "count")
+NUMBERS_SCHEMA = {
+    "quantity": pl.String, "kind": pl.String, "value": pl.Int64, "unit": pl.String,
+    "vs_hardware": pl.Float64,    # value / the hardware's cycles, for cycle estimates where a measurement exists
+    "source": pl.String,
+}
+HARDWARE_SCHEMA = {"workload": pl.String, "hardware_cycles": pl.Int64, "source": pl.String, "note": pl.String}
+
+
+@cache
+def _hardware() -> pl.DataFrame:
+    text = resources.files("toolkit").joinpath("data", "hardware_programs.csv").read_bytes()
+    return pl.read_csv(text, schema=HARDWARE_SCHEMA)
+
+
+def hardware_programs() -> pl.DataFrame:
+    """Whole programs the real compiler ran on a C600, renderer-cropped cycles (HARDWARE.md section 5, the seeds)."""
+    return _hardware().clone()
+
+
+def hardware_figure(workload: str, options: Any = None) -> dict | None:
+    """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph)."""
+    if options is not None and (getattr(options, "weight_dtype", None) is not None
+                                or getattr(options, "early_casts", None) is not None):
+        return None
+    rows = _hardware().filter(pl.col("workload") == workload)
+    return rows.row(0, named=True) if rows.height else None
+
+
+def numbers(c: Any) -> pl.DataFrame:
+    """Every headline number of compilation ``c`` (NUMBERS_SCHEMA), labelled with what it is."""
+    from toolkit.profile import crop
+
+    chosen = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
+    s = c.summary().row(0, named=True)
+    hw = hardware_figure(c.workload, c.options)
+    rows = [
+        ("cycles", "screen estimate", chosen["est_cycles"], "cycles",
+         "layout search, O(1) per op: every operand panel counted as received (layout.candidates.est_cycles)"),
+        ("cycles", "refined estimate", chosen["sched_cycles"], "cycles",
+         "layout search beam: every operand routed (layout.candidates.sched_cycles)"),
+        ("cycles", "lowered estimate", s["est_cycles"], "cycles",
+         "compute as scheduled, exchange phases as lowered, repeat instances multiplied in (est_cycles())"),
+        *((f"{k} cycles", "lowered estimate", s[f"{k}_cycles"], "cycles", f"the {k} phases of the lowered estimate")
+          for k in ("compute", "exchange", "sync")),
+    ]
+    if c.profile is not None:
+        rows.append(("cycles", "simulated", crop(c.profile).cropped_cycles, "cycles",
+                     "simulated profile, cropped as the hardware renderer crops it (profile.crop)"))
+    if hw is not None:
+        rows.append(("cycles", "measured on hardware", hw["hardware_cycles"], "cycles",
+                     f"the real compiler's own program for {c.workload} (its layout, not this one): {hw['note']}; "
+                     f"{hw['source']}"))
+    rows += [
+        ("peak SRAM per tile", "screen estimate", chosen["peak_live_bytes"], "bytes",
+         "layout search: resident weights + the largest transient set + package support"),
+        ("peak SRAM per tile", "placed", s["peak_sram_bytes"], "bytes",
+         "joint placement: the fullest tile's live bytes at its peak event"),
+        ("launches", "lowered estimate", s["launches"], "launches", "worker launches on the busiest tile per phase"),
+        ("tiles used", "count", s["tiles_used"], "tiles", "tiles with any step"),
+        ("phases", "count", s["phases"], "phases", "BSP phases, repeat instances expanded"),
+        ("transfers", "count", s["transfers"], "transfers", "one row per destination"),
+        ("exchange steps", "count", s["exchange_steps"], "steps", "lowered exchange steps"),
+    ]
+    frame = pl.DataFrame(rows, schema=["quantity", "kind", "value", "unit", "source"], orient="row")
+    ratio = (pl.when((pl.col("quantity") == "cycles") & (pl.col("kind") != "measured on hardware"))
+             .then(pl.col("value") / hw["hardware_cycles"]) if hw is not None else pl.lit(None))
+    return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
+
+
+__all__ = ["KINDS", "NUMBERS_SCHEMA", "hardware_figure", "hardware_programs", "numbers"]
