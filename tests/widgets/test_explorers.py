@@ -83,7 +83,8 @@ def test_layout_explorer_rejects_unknown_pins():
 
 def test_compare_layouts_side_by_side(small):
     table = compare_layouts({"a": small, "b": small})
-    assert table.columns[:3] == ["layout", "est_cycles", "compute_cycles"]
+    assert table.columns[:4] == ["layout", "lowered_cycles", "simulated_cycles", "vs_hardware"]
+    assert table["lowered_cycles"][0] == small.est_cycles()
     assert table["layout"].to_list() == ["a", "b"]
     assert compare_layouts([small])["layout"].to_list() == [pin_label(small.options)] == ["searched"]
     with pytest.raises(OptionError, match="compilations is empty"):

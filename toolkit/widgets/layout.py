@@ -27,9 +27,11 @@ from toolkit.viz.layout import PARAMETERS, pareto, tradeoff
 from toolkit.widgets.render import chart_widget, html_table
 
 #: compare_layouts columns after ``layout``
-COMPARE_COLUMNS = ("est_cycles", "compute_cycles", "exchange_cycles", "sync_cycles", "launches", "kernel_calls",
-                   "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
-                   "inner_split", "plans", "weight_class", "fused_qkv")
+#: compare_layouts columns after ``layout``: cycles named by what they are (lowered estimate, simulated, the ratio
+#: of simulated to the real compiler's measured program for the workload), then summary columns
+COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "compute_cycles", "exchange_cycles",
+                   "sync_cycles", "launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "placed",
+                   "tiles_used", "row_block", "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
 PLAN_CHOICES = 10
 #: a dropdown choice that leaves the parameter to the search
@@ -38,15 +40,25 @@ AUTO = ("auto", "auto")
 
 def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilation]) -> pl.DataFrame:
     """One row per compilation, side by side: ``layout`` (the mapping key, or the pins that differ
-    from the defaults) then ``COMPARE_COLUMNS`` from :meth:`Compilation.summary`."""
+    from the defaults) then ``COMPARE_COLUMNS`` from :meth:`Compilation.numbers` and :meth:`Compilation.summary`."""
     items = (list(compilations.items()) if isinstance(compilations, Mapping)
              else [(pin_label(c.options), c) for c in compilations])
     if not items:
         msg = "compilations is empty; pass at least one Compilation"
         raise OptionError(msg, field="compilations", value=0)
-    rows = [c.summary().select(list(COMPARE_COLUMNS)).with_columns(pl.lit(str(k)).alias("layout"))
-            for k, c in items]
+    rows = [_compared(c).with_columns(pl.lit(str(k)).alias("layout")) for k, c in items]
     return pl.concat(rows, how="vertical_relaxed").select("layout", *COMPARE_COLUMNS)
+
+
+def _compared(c: Compilation) -> pl.DataFrame:
+    """One compilation's compare row: its summary with the cycles labelled (compute/exchange/sync are lowered)."""
+    n = c.numbers().filter(pl.col("quantity") == "cycles")
+    simulated = n.filter(pl.col("kind") == "simulated")
+    sim = simulated["value"].item() if simulated.height else None
+    ratio = simulated["vs_hardware"].item() if simulated.height else None
+    return c.summary().rename({"est_cycles": "lowered_cycles"}).with_columns(
+        pl.lit(sim, dtype=pl.Int64).alias("simulated_cycles"), pl.lit(ratio, dtype=pl.Float64).alias("vs_hardware"),
+    ).select(list(COMPARE_COLUMNS))
 
 
 def pin_label(options: Options) -> str:
