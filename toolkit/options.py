@@ -52,6 +52,7 @@ class Options:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self)
         for name in ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "tiles"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
@@ -111,6 +112,37 @@ class Options:
         return dataclasses.asdict(self)
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+#: what a value of each declared field type must be: (test, description for the error)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "int": (_is_int, "an integer"),
+    "int | None": (lambda v: v is None or _is_int(v), "an integer (or None to search it)"),
+    "float": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "bool | None": (lambda v: v is None or isinstance(v, bool), "true, false or None"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a string (or None)"),
+    "tuple[int, ...]": (lambda v: isinstance(v, tuple | list) and all(_is_int(x) for x in v),
+                        "a tuple of integers, e.g. (8, 12, 18)"),
+}
+
+
+def _check_types(o: Options) -> None:
+    """Every field against its declared type, before any value is used (the annotations are the one owner)."""
+    for f in dataclasses.fields(o):
+        test, what = _TYPES.get(str(f.type), (None, ""))
+        v = getattr(o, f.name)
+        if test is not None and not test(v):
+            msg = f"option {f.name}={v!r} must be {what}, got {type(v).__name__}"
+            raise OptionError(msg, field=f.name, value=v)
+    if o.seed < 0:
+        msg = f"option seed={o.seed!r} must be a non-negative integer"
+        raise OptionError(msg, field="seed", value=o.seed)
+
+
 def as_options(options: Options | Mapping[str, Any] | None) -> Options:
     if options is None:
         return Options()
@@ -126,5 +158,6 @@ def as_options(options: Options | Mapping[str, Any] | None) -> Options:
             hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
             msg = f"unknown option {key!r}{hint}"
             raise OptionError(msg, field=str(key), value=options[key])
-    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits") else v) for k, v in options.items()}
+    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits") and isinstance(v, tuple | list) else v)
+              for k, v in options.items()}
     return Options(**values)

@@ -158,7 +158,7 @@ def compile(
     progress: Progress | None = None,
 ) -> Compilation:
     """Compile a workload through every stage, verifying each; see :class:`Compilation`."""
-    target = target or ipu21()
+    target = _target(target)
     opts = as_options(options)
     timings: dict[str, float] = {}
     notify = progress or (lambda *_: None)
@@ -205,6 +205,17 @@ def compile(
         c = dataclasses.replace(c, check=step("check", check, c, seed=opts.seed))
     notify("done", len(STAGES), len(STAGES))
     return c
+
+
+def _target(target: Target | str | None) -> Target:
+    """The target: a Target, None (the IPU21) or the name of a built-in target."""
+    if target is None or target == "ipu21":
+        return ipu21()
+    if isinstance(target, Target):
+        return target
+    msg = (f"target={target!r} must be a toolkit.Target (e.g. toolkit.ipu21(), or toolkit.load_target(path) for a "
+           f"target file) or the name 'ipu21'")
+    raise OptionError(msg, field="target", value=target)
 
 
 def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:

@@ -34,6 +34,7 @@ from toolkit.layout.gemm_search import (
     resolve_pins,
     searches_plans,
 )
+from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine
 from toolkit.layout.screen import DTYPE_BYTES, screen
@@ -105,7 +106,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     ones are refined with their real routes (``sched_cycles``) and the best
     refined estimate is chosen.
     """
-    tiles = min(options.tiles or graph.params.get("compute_tiles") or target.tiles, target.tiles)
+    tiles = compute_tiles(graph, target, options)
+    check_pins(graph, options)
     graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
     pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
