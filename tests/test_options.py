@@ -8,13 +8,14 @@ import pytest
 
 import toolkit
 from toolkit.errors import OptionError
-from toolkit.options import _TYPES, Options
+from toolkit.fields import TYPES
+from toolkit.options import Options
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"placement_time_limit": "2"}, r"placement_time_limit='2' must be a number, got str"),
-    ({"row_blocks": 18}, r"row_blocks=18 must be a tuple of integers"),
-    ({"row_blocks": None}, r"row_blocks=None must be a tuple of integers"),
+    ({"row_blocks": 18}, r"row_blocks=18 must be a list of integers"),
+    ({"row_blocks": None}, r"row_blocks=None must be a list of integers"),
     ({"seed": "abc"}, r"seed='abc' must be an integer"),
     ({"seed": -1}, r"seed=-1 must be a non-negative integer"),
     ({"simulate": "maybe"}, r"simulate='maybe' must be true or false"),
@@ -31,7 +32,7 @@ def test_every_field_is_checked_against_its_declared_type(kwargs, match) -> None
 
 def test_every_declared_field_type_has_a_check() -> None:
     """A new option with a new type must say how it is checked (plans has its own parser)."""
-    untyped = [f.name for f in dataclasses.fields(Options) if str(f.type) not in _TYPES and f.name != "plans"]
+    untyped = [f.name for f in dataclasses.fields(Options) if str(f.type) not in TYPES and f.name != "plans"]
     assert untyped == []
 
 

@@ -72,3 +72,22 @@ def test_load_json_and_toml(tmp_path):
     zero.write_text('{"tiles": 0}')
     with pytest.raises(OptionError, match="tiles=0"):
         load_target(zero)
+
+
+@pytest.mark.parametrize(("body", "field", "match"), [
+    ("kernel_code_bytes = 5", "kernel_code_bytes", r"kernel_code_bytes=5 must be a table of names to integers"),
+    ("name = 5", "name", r"name=5 must be a string, got int"),
+    ('exchange_loopback = "yes"', "exchange_loopback", r"exchange_loopback='yes' must be true or false"),
+    ("code_regions = 3", "code_regions", r"code_regions=3 must be a list of integers"),
+    ('memory_elements = [{offset = "0x4c000", size = 16384, region = 0, interleaved = false}]',
+     "memory_elements[0].offset", r"memory_elements\[0\] offset='0x4c000' must be an integer"),
+    ("memory_elements = 4", "memory_elements", r"memory_elements in .* must be a list of tables, got 4"),
+    ("tiles = 1.5", "tiles", r"tiles=1.5 must be an integer"),
+])
+def test_target_fields_of_the_wrong_type_are_named(tmp_path, body, field, match) -> None:
+    """Every target field (and every element and AMP entry) is checked against its declared type."""
+    path = tmp_path / "t.toml"
+    path.write_text(body + "\n")
+    with pytest.raises(OptionError, match=match) as err:
+        load_target(path)
+    assert err.value.field == field

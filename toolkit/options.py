@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import OptionError
+from toolkit.fields import check_fields
 
 ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
@@ -112,32 +113,9 @@ class Options:
         return dataclasses.asdict(self)
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-#: what a value of each declared field type must be: (test, description for the error)
-_TYPES: dict[str, tuple[Any, str]] = {
-    "int": (_is_int, "an integer"),
-    "int | None": (lambda v: v is None or _is_int(v), "an integer (or None to search it)"),
-    "float": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "bool | None": (lambda v: v is None or isinstance(v, bool), "true, false or None"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "str | None": (lambda v: v is None or isinstance(v, str), "a string (or None)"),
-    "tuple[int, ...]": (lambda v: isinstance(v, tuple | list) and all(_is_int(x) for x in v),
-                        "a tuple of integers, e.g. (8, 12, 18)"),
-}
-
-
 def _check_types(o: Options) -> None:
     """Every field against its declared type, before any value is used (the annotations are the one owner)."""
-    for f in dataclasses.fields(o):
-        test, what = _TYPES.get(str(f.type), (None, ""))
-        v = getattr(o, f.name)
-        if test is not None and not test(v):
-            msg = f"option {f.name}={v!r} must be {what}, got {type(v).__name__}"
-            raise OptionError(msg, field=f.name, value=v)
+    check_fields(o, "option", skip=("plans",))   # plans have their own parser
     if o.seed < 0:
         msg = f"option seed={o.seed!r} must be a non-negative integer"
         raise OptionError(msg, field="seed", value=o.seed)

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.fields import check_fields
 from toolkit.tables import ELEMENTS_SCHEMA, frame
 
 KIB = 1024
@@ -287,6 +288,9 @@ def _apply(target: Target, overrides: dict[str, Any], *, source: str) -> Target:
     values = dict(overrides)
     for key, cls in _NESTED.items():
         if key in values:
+            if not isinstance(values[key], list | tuple) or not all(isinstance(v, cls | dict) for v in values[key]):
+                msg = f"{key} in {source} must be a list of tables, got {values[key]!r}"
+                raise OptionError(msg, field=key, value=values[key])
             try:
                 values[key] = tuple(v if isinstance(v, cls) else cls(**v) for v in values[key])
             except TypeError as exc:
@@ -305,12 +309,14 @@ def _apply(target: Target, overrides: dict[str, Any], *, source: str) -> Target:
             msg = f"unknown cost field costs.{bad[0]} in {source}{hint} (fields: toolkit.target.Costs)"
             raise OptionError(msg, field=f"costs.{bad[0]}", value=given[bad[0]])
         values["costs"] = dataclasses.replace(target.costs, **given)
-    for key in ("code_regions",):
-        if key in values:
-            values[key] = tuple(values[key])
+    if isinstance(values.get("code_regions"), list):
+        values["code_regions"] = tuple(values["code_regions"])
     if "kernel_code_bytes" in values:
         kcb = values["kernel_code_bytes"]
-        values["kernel_code_bytes"] = tuple(kcb.items()) if isinstance(kcb, dict) else tuple(map(tuple, kcb))
+        if isinstance(kcb, dict):
+            values["kernel_code_bytes"] = tuple(kcb.items())
+        elif isinstance(kcb, list) and all(isinstance(x, list | tuple) for x in kcb):
+            values["kernel_code_bytes"] = tuple(map(tuple, kcb))
     return dataclasses.replace(target, **values)
 
 
@@ -320,6 +326,7 @@ def _fail(field_name: str, value: Any, why: str) -> None:
 
 
 def _validate(t: Target) -> None:
+    _validate_types(t)
     for name in ("tiles", "workers", "exchange_bytes_per_cycle", "packet_max_words", "first_packet_max_words",
                  "word_bytes", "staging_window_bytes", "plan_row_words", "register_operands",
                  "instruction_element_bytes", "grid_columns"):
@@ -343,6 +350,16 @@ def _validate(t: Target) -> None:
     for name, size in t.kernel_code_bytes:
         if size <= 0:
             _fail("kernel_code_bytes", (name, size), "code sizes must be positive")
+
+
+def _validate_types(t: Target) -> None:
+    """Every field and every element and AMP entry against its declared type (toolkit.fields)."""
+    check_fields(t, "invalid target:", skip=("memory_elements", "amp", "costs"))
+    for key, cls in _NESTED.items():
+        for i, entry in enumerate(getattr(t, key)):
+            if not isinstance(entry, cls):
+                _fail(key, entry, f"entry {i} must be a {cls.__name__} ({', '.join(cls.__slots__)})")
+            check_fields(entry, f"invalid target: {key}[{i}]", field_prefix=f"{key}[{i}].")
 
 
 def _validate_elements(t: Target) -> None:
