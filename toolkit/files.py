@@ -1,8 +1,11 @@
-"""Atomic file writes: nothing half-written is ever left at the final path.
+"""Output paths checked before any work, and atomic file writes: nothing half-written is ever left.
 
 Every writer in the toolkit (profiles, traces, arena CSVs, package dumps) writes
 to a temporary sibling and renames it into place; an interrupted write leaves
-only the old file (or none).
+only the old file (or none). Operating-system failures (a full disk, a missing
+folder, a name too long) surface as an :class:`OptionError` naming the path.
+Commands call :func:`check_output` on their output paths before the work
+starts, so a bad path never costs a compile.
 """
 
 from __future__ import annotations
@@ -11,14 +14,43 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from toolkit.errors import OptionError
+
+NAME_MAX = 255   # bytes in one path component (Linux)
+
+
+def check_output(path: str | os.PathLike[str], field: str = "output") -> Path:
+    """Refuse an output file path that cannot be written: a directory, a missing or unwritable folder, a name
+    too long."""
+    p = Path(path)
+    if p.is_dir():
+        raise OptionError(f"{field} {p} is a directory; give a file path", field=field, value=str(p))
+    parent = p.parent
+    if not parent.is_dir():
+        what = "is a file" if parent.exists() else "does not exist"
+        raise OptionError(f"{field} {p}: the folder {parent} {what}", field=field, value=str(p))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OptionError(f"{field} {p}: cannot write into {parent} (permission denied)", field=field, value=str(p))
+    if len(p.name.encode()) > NAME_MAX - 16:   # room for the temporary sibling's prefix and suffix
+        raise OptionError(f"{field} {p}: the file name is {len(p.name.encode())} bytes; use at most "
+                          f"{NAME_MAX - 16}", field=field, value=str(p))
+    return p
+
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary sibling of ``path``, then rename it to ``path``."""
+    import polars as pl
     final = Path(path)
     tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
         tmp.replace(final)
+    except (OSError, pl.exceptions.ComputeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise OptionError(f"cannot write {final}: {reason}", field="output", value=str(final)) from exc
     finally:
         tmp.unlink(missing_ok=True)
     return final
+
+
+__all__ = ["atomic_write", "check_output"]

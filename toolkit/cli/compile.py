@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from toolkit.artifacts import check_artifacts, write_case
+from toolkit.artifacts import check_artifacts, check_out, write_case
 from toolkit.cli.graph import fail, show
 from toolkit.errors import OptionError, ToolkitError
 
@@ -58,6 +58,8 @@ def compile_cmd(
     """Compile a workload through every stage and print its summary."""
     import toolkit
     try:
+        if out is not None:   # a path a case cannot be written to fails before the compile, not after
+            check_out(out, overwrite=overwrite)
         graph = toolkit.build_graph(workload, batch=batch, blocks=blocks)
         options = dict(parse_option(o) for o in option)
         if check:

@@ -29,6 +29,7 @@ def solve(
     time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds of search if greedy fails.")] = 60.0,
 ) -> None:
     """Place every buffer below CAPACITY; exit 0 fit, 3 proven infeasible, 4 not proven, 2 bad input."""
+    from toolkit.files import check_output
     from toolkit.placement.arena import ArenaStatus, solve_arena
     from toolkit.placement.csvio import read_arena_csv, write_arena_csv
 
@@ -39,6 +40,7 @@ def solve(
         if time_limit <= 0:
             msg = f"--time-limit={time_limit} must be a positive number of seconds"
             raise OptionError(msg, field="time_limit", value=time_limit)
+        check_output(output, "--output")
         df = read_arena_csv(input)
     except (FormatError, OptionError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -53,7 +55,11 @@ def solve(
         err=True,
     )
     if res.status is ArenaStatus.FIT:
-        write_arena_csv(df.with_columns(pl.Series("offset", res.offsets)), output)
+        try:
+            write_arena_csv(df.with_columns(pl.Series("offset", res.offsets)), output)
+        except OptionError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
         typer.echo(f"wrote {output}", err=True)
         raise typer.Exit(EXIT_FIT)
     if res.status is ArenaStatus.INFEASIBLE_PROVEN:

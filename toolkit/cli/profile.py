@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from toolkit.errors import FormatError, OptionError
+from toolkit.files import check_output
 
 app = typer.Typer(help="Read, crop, query and export cycle profiles (simulated or hardware).", no_args_is_help=True)
 
@@ -95,6 +96,10 @@ def export_cmd(
     """Export a Perfetto / Chrome trace (one track per tile)."""
     from toolkit.profile import export_perfetto
 
+    try:
+        check_output(perfetto, "--perfetto")
+    except OptionError as exc:
+        _fail(exc)
     profile = _read(file)
     try:
         paths = export_perfetto(profile, perfetto, max_events_per_file=max_events, shared_clock=shared_clock)
