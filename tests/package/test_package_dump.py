@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from package_cases import repeat2_images
 
-from toolkit.errors import FormatError
+from toolkit.errors import FormatError, OptionError
 from toolkit.package import dump_allocations, read_placement_dump, write_images_parquet, write_placement_dump
 
 
@@ -61,8 +61,9 @@ def test_a_failed_write_leaves_nothing(tmp_path):
             p.write_bytes(b"half")
             raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OptionError, match=r"cannot write .*images.parquet: disk full") as err:
         write_images_parquet(Broken(), tmp_path / "images.parquet")
+    assert err.value.field == "output"
     assert list(tmp_path.iterdir()) == []
 
 
