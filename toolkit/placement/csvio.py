@@ -10,6 +10,9 @@ from toolkit.errors import FormatError
 from toolkit.files import atomic_write
 
 COLUMNS = ("id", "lower", "upper", "size")
+#: largest size or lifetime bound accepted: far beyond any memory, and small enough that the solver's sums of
+#: sizes and offsets (up to 2**14 buffers) stay inside signed 64-bit integers
+MAX_BYTES = 1 << 48
 
 
 def read_arena_csv(path: str | Path) -> pl.DataFrame:
@@ -18,6 +21,8 @@ def read_arena_csv(path: str | Path) -> pl.DataFrame:
     Raises FormatError naming the file, the line (1 = header) and the column.
     """
     p = Path(path)
+    if p.is_dir():
+        raise FormatError("is a directory; give a MiniMalloc CSV file (id,lower,upper,size)", file=str(p))
     try:
         raw = pl.read_csv(p, infer_schema=False)
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -39,6 +44,13 @@ def read_arena_csv(path: str | Path) -> pl.DataFrame:
         (parsed["lower"] < 0, "lower", "is negative"),
         (parsed["upper"] <= parsed["lower"], "upper", "is not above lower (lifetimes are half-open [lower, upper))"),
     ]
+    checks.append((parsed["size"] > MAX_BYTES, "size", f"exceeds {MAX_BYTES} bytes (2**48: sums of sizes must not "
+                   "wrap 64-bit offsets)"))
+    checks.append((parsed["upper"] > MAX_BYTES, "upper", f"exceeds {MAX_BYTES}"))
+    checks.append((parsed["id"].is_duplicated(), "id", "appears twice; every buffer needs its own id"))
+    if parsed.height and int(parsed["size"].clip(0, MAX_BYTES).sum()) > 1 << 62:
+        msg = f"the sizes add up to more than 2**62 bytes ({parsed.height} buffers); offsets would overflow"
+        raise FormatError(msg, file=str(p), field="size", value=int(parsed["size"].clip(0, MAX_BYTES).sum()))
     for mask, c, why in checks:
         bad = mask.arg_true()
         if len(bad):

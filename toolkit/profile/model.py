@@ -65,6 +65,10 @@ def validate(profile: Profile, *, file: str) -> Profile:
     if not np.isfinite(profile.clock_hz) or profile.clock_hz <= 0:
         msg = f"clock_hz={profile.clock_hz!r} is not a positive frequency"
         raise FormatError(msg, file=file, field="clock_hz", value=profile.clock_hz)
+    if profile.schema_version not in SCHEMA_VERSIONS:
+        lo, hi = SCHEMA_VERSIONS[0], SCHEMA_VERSIONS[-1]
+        msg = f"schema_version={profile.schema_version!r} is not a profile schema this reader knows ({lo}..{hi})"
+        raise FormatError(msg, file=file, field="schema_version", value=profile.schema_version)
     if profile.source not in SOURCES:
         msg = f"source={profile.source!r} is not one of {SOURCES}"
         raise FormatError(msg, file=file, field="source", value=profile.source)
@@ -87,6 +91,7 @@ def validate(profile: Profile, *, file: str) -> Profile:
                    f"start_cycle={start[i]} (wrap-aware duration {wrap_delta(end[i], start[i])} >= 2**31); "
                    f"{bad.sum()} such {name} in total")
             raise FormatError(msg, file=file, tile=tile, field="end_cycle", value=int(end[i]))
+    _check_activity_samples(samples, activities, file)
     if not _sorted(samples):
         samples = samples.sort("tile", "sample", maintain_order=True)
         tile, sample = samples["tile"].to_numpy(), samples["sample"].to_numpy()
@@ -97,6 +102,18 @@ def validate(profile: Profile, *, file: str) -> Profile:
             raise FormatError(msg, file=file, tile=t, field="tile", value=t)
     return Profile(samples=samples, activities=activities, metadata=metadata, clock_hz=float(profile.clock_hz),
                    schema_version=int(profile.schema_version), source=profile.source)
+
+
+def _check_activity_samples(samples: pl.DataFrame, activities: pl.DataFrame, file: str) -> None:
+    """Every activity belongs to a sample of its tile (an exchange activity inside an exchange sample)."""
+    if not activities.height:
+        return
+    orphans = activities.join(samples.select("tile", "sample"), on=["tile", "sample"], how="anti")
+    if orphans.height:
+        r = orphans.row(0, named=True)
+        msg = (f"tile {r['tile']}: an activity points at sample {r['sample']}, which the tile does not have; "
+               f"{orphans.height} such activities in total")
+        raise FormatError(msg, file=file, tile=int(r["tile"]), field="sample", value=int(r["sample"]))
 
 
 def _sorted(samples: pl.DataFrame) -> bool:
