@@ -34,3 +34,36 @@ def test_dask_cluster_sweep():
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         df = sweep(["mlp-small-repeat"], {"row_block": [24, 48]}, scheduler=client)
     assert df.height == 2 and df["error"].is_null().all()
+
+
+def test_bad_sweeps_fail_before_any_point_runs(tmp_path) -> None:
+    """Generators, unknown workloads, a file as --out and repeated grid keys are refused up front."""
+    import pytest
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.errors import OptionError
+    from toolkit.sweep import grid_points, sweep
+    with pytest.raises(OptionError, match=r"a generator or iterator would be used up once") as err:
+        grid_points({"row_block": (b for b in (18, 36))})
+    assert err.value.field == "row_block"
+    with pytest.raises(OptionError, match=r"unknown workload\(s\) \['mlp-nope'\]"):
+        sweep(["mlp-nope"], {"row_block": [18]})
+    f = tmp_path / "rows.parquet"
+    f.write_text("x")
+    with pytest.raises(OptionError, match=r"is a file; give a directory"):
+        sweep(["mlp-small-repeat"], {"row_block": [18]}, out=f)
+    r = CliRunner().invoke(app, ["sweep", "mlp-small-repeat", "-g", "row_block=16", "-g", "row_block=24"])
+    assert r.exit_code == 2 and "given twice" in r.output and "Traceback" not in r.output
+
+
+@__import__("pytest").mark.slow
+def test_an_unreachable_scheduler_is_named() -> None:
+    """(slow: the client waits its 10 s timeout)"""
+    import pytest
+
+    from toolkit.errors import OptionError
+    from toolkit.sweep import sweep
+    with pytest.raises(OptionError, match=r"cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'") as err:
+        sweep(["mlp-small-repeat"], {"row_block": [18]}, scheduler="tcp://127.0.0.1:1")
+    assert err.value.field == "scheduler"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,18 @@ from toolkit.options import as_options
 
 def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every combination of the grid's values (validated as compile options)."""
+    axes: dict[str, list[Any]] = {}
     for key, values in grid.items():
-        if isinstance(values, str | bytes) or not isinstance(values, Iterable) or not list(values):
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence | set | frozenset):
+            msg = (f"grid {key}={values!r} must be a list of values (a generator or iterator would be used up "
+                   f"once; pass list(...))")
+            raise OptionError(msg, field=key, value=values)
+        axes[key] = list(values)
+        if not axes[key]:
             msg = f"grid {key}={values!r} must be a non-empty list of values"
             raise OptionError(msg, field=key, value=values)
-    keys = list(grid)
-    points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(list(grid[k]) for k in keys))]
+    keys = list(axes)
+    points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(axes[k] for k in keys))]
     for p in points:
         as_options(p)  # unknown names and bad values fail before anything runs
     return points or [{}]
@@ -57,6 +63,14 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
     """Compile every workload at every grid point; see the module docstring."""
     if isinstance(workloads, str):
         workloads = [workloads]
+    from toolkit.graph import PRESETS
+    unknown = [w for w in workloads if w not in PRESETS]
+    if unknown:   # before any point runs, not as error rows
+        msg = f"unknown workload(s) {unknown}; presets: {sorted(PRESETS)}"
+        raise OptionError(msg, field="workloads", value=unknown[0])
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        msg = f"sweep --out {out} is a file; give a directory for the dataset"
+        raise OptionError(msg, field="out", value=str(out))
     points = grid_points(grid or {})
     jobs = [(w, p) for w in workloads for p in points]
     if scheduler is not None:
@@ -78,7 +92,14 @@ def _on_dask(jobs: list[tuple[str, dict]], scheduler: Any) -> list[dict]:
     except ImportError as exc:  # pragma: no cover - the extra is installed in tests
         msg = "a Dask scheduler was given but dask.distributed is not installed: pip install 'toolkit[distributed]'"
         raise OptionError(msg, field="scheduler", value=scheduler) from exc
-    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    if isinstance(scheduler, Client):
+        client = scheduler
+    else:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            msg = f"cannot reach the Dask scheduler at {scheduler!r} within 10 s: {exc}"
+            raise OptionError(msg, field="scheduler", value=scheduler) from None
     try:
         futures = [client.submit(run_one, w, p, pure=False) for w, p in jobs]
         return client.gather(futures)

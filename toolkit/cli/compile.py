@@ -128,6 +128,9 @@ def sweep_cmd(
         axes = {}
         for g in grid:
             key, value = parse_option(g)
+            if key in axes:
+                msg = f"grid key {key!r} is given twice (-g {key}=...); give every value once: -g {key}=v1,v2"
+                raise OptionError(msg, field=key, value=g)
             axes[key] = list(value) if isinstance(value, tuple) else [value]
         rows = sweep(workloads, axes, scheduler=scheduler, workers=workers, out=out)
     except ToolkitError as exc:
