@@ -7,6 +7,8 @@ import json
 import shutil
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import toolkit
@@ -129,3 +131,26 @@ def test_unwritable_outputs_fail_before_the_work_with_the_path(tmp_path, small, 
     r = runner.invoke(app, argv)
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert str(tmp_path) in r.output and ("is a file" in r.output or "does not exist" in r.output)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_any_byte_mutation_of_any_case_file_is_caught(tmp_path_factory, small, data) -> None:
+    """Flip, drop or add bytes anywhere in any file of a case: the check reports that file, load refuses."""
+    case = _case(tmp_path_factory.mktemp("case"), small)
+    files = sorted(p for p in case.rglob("*") if p.is_file() and p.name != "manifest.json")
+    path = data.draw(st.sampled_from(files))
+    raw = bytearray(path.read_bytes())
+    kind = data.draw(st.sampled_from(["flip", "truncate", "append"]))
+    at = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+    if kind == "flip" and raw:
+        raw[at] ^= data.draw(st.integers(1, 255))
+    elif kind == "truncate":
+        raw = raw[:at]
+    else:
+        raw += b"\0"
+    path.write_bytes(bytes(raw))
+    problems = verify_case(case)
+    assert problems and any(path.relative_to(case).as_posix() in p for _, p in problems)
+    with pytest.raises(FormatError):
+        load_case(case)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import toolkit
 from toolkit.errors import OptionError
@@ -55,3 +57,18 @@ def test_the_target_is_a_target_or_a_known_name() -> None:
         with pytest.raises(OptionError, match=r"must be a toolkit.Target") as err:
             toolkit.compile("mlp-small-repeat", target=bad)
         assert err.value.field == "target"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([f.name for f in dataclasses.fields(Options) if f.name != "plans"]),
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True),
+                   st.text(max_size=4), st.lists(st.integers(-2, 40), max_size=3),
+                   st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)))
+def test_any_value_for_any_option_is_accepted_or_refused_by_name(name, value) -> None:
+    """Never a TypeError or AttributeError: a value either makes a valid Options or an OptionError naming it."""
+    try:
+        Options(**{name: value})
+    except OptionError as err:
+        assert err.field == name, (name, value, err.field)
+        assert name in str(err)

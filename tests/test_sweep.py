@@ -57,7 +57,7 @@ def test_bad_sweeps_fail_before_any_point_runs(tmp_path) -> None:
     assert r.exit_code == 2 and "given twice" in r.output and "Traceback" not in r.output
 
 
-@__import__("pytest").mark.slow
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_named() -> None:
     """(slow: the client waits its 10 s timeout)"""
     import pytest
