@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
+from toolkit.files import read_table
 from toolkit.graph import PRESETS
 
 MANIFEST = "manifest.json"
@@ -240,10 +241,7 @@ def load_case(case: str | Path) -> Case:
         raise FormatError(f"case fails its integrity check: {problem}{more}", file=str(case), field=field)
     tables = {}
     for path in sorted((case / "tables").glob("*.parquet")):
-        try:
-            tables[path.stem] = pl.read_parquet(path)
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            raise FormatError(f"cannot read table: {exc}", file=str(path)) from exc
+        tables[path.stem] = read_table(path)
     profile = None
     if (case / "profile").is_dir():
         from toolkit.profile import read_parquet

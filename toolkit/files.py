@@ -53,4 +53,19 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
     return final
 
 
-__all__ = ["atomic_write", "check_output"]
+def read_table(path: str | os.PathLike[str]):
+    """A Parquet file as a polars DataFrame; any failure to read it, including a panic inside the Parquet
+    decoder on a corrupt footer (a BaseException), is a FormatError naming the file."""
+    import polars as pl
+
+    from toolkit.errors import FormatError
+    try:
+        return pl.read_parquet(path)
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as exc:   # pyo3 panics (a corrupt footer) derive from BaseException
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FormatError(f"cannot read the Parquet file ({first[:200]})", file=str(path)) from None
+
+
+__all__ = ["atomic_write", "check_output", "read_table"]

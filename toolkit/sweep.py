@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import OptionError, ToolkitError
+from toolkit.files import atomic_write
 from toolkit.options import as_options
 
 
@@ -111,10 +112,11 @@ def _on_dask(jobs: list[tuple[str, dict]], scheduler: Any) -> list[dict]:
 def write_dataset(df: pl.DataFrame, out: str | Path) -> Path:
     """One Parquet file per workload under ``out`` (written to temporary names, then renamed)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"cannot create the sweep dataset {out}: {exc.strerror}", field="out",
+                          value=str(out)) from exc
     for (workload,), part in df.group_by("workload"):
-        final = out / f"workload={workload}.parquet"
-        tmp = final.with_suffix(".parquet.tmp")
-        part.write_parquet(tmp, compression="zstd")
-        tmp.replace(final)
+        atomic_write(out / f"workload={workload}.parquet", lambda tmp, p=part: p.write_parquet(tmp, compression="zstd"))
     return out

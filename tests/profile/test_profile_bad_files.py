@@ -62,3 +62,43 @@ def test_two_buffers_of_2_to_62_bytes_are_refused_not_placed_past_the_capacity(t
 def test_a_directory_is_not_a_csv(tmp_path) -> None:
     with pytest.raises(FormatError, match="is a directory"):
         read_arena_csv(tmp_path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_byte_mutation_of_a_parquet_profile_is_read_or_refused(tmp_path_factory, data) -> None:
+    """A mutated Parquet profile either still reads as a valid profile or raises FormatError; never another
+    exception (the reader's promise for every file it is given)."""
+    out = write_parquet(synthetic_profile(tiles=3, samples_per_tile=5, seed=2), tmp_path_factory.mktemp("p") / "p")
+    path = data.draw(st.sampled_from(sorted(out.iterdir())))
+    raw = bytearray(path.read_bytes())
+    at = data.draw(st.integers(0, len(raw) - 1))
+    if data.draw(st.booleans()):
+        raw[at] ^= data.draw(st.integers(1, 255))
+    else:
+        raw = raw[:at]
+    path.write_bytes(bytes(raw))
+    try:
+        p = read_profile(out)
+    except FormatError as err:
+        assert str(out) in str(err)
+    else:
+        assert validate(p, file=str(out)) is not None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["tiles", "workers", "clock_hz", "name", "exchange_loopback", "code_regions",
+                        "kernel_code_bytes", "memory_start", "packet_max_words", "grid_columns"]),
+       st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True), st.text(max_size=3),
+                 st.lists(st.integers(-1, 3), max_size=2)))
+def test_any_value_for_a_target_field_is_accepted_or_refused_by_name(tmp_path_factory, name, value) -> None:
+    from toolkit.errors import OptionError
+    from toolkit.target import load_target
+    path = tmp_path_factory.mktemp("t") / "t.json"
+    path.write_text(json.dumps({name: value}))
+    try:
+        load_target(path)
+    except OptionError as err:   # the field itself, or the consistency check it broke (memory coverage)
+        related = {"memory_start": ("memory_elements", "load_limit", "memory_end"),
+                   "packet_max_words": ("first_packet_max_words",)}.get(name, ())
+        assert err.field.split("[")[0].split(".")[0] in (name, "target", *related), (name, value, err.field)

@@ -22,10 +22,9 @@ import os
 import shutil
 from pathlib import Path
 
-import polars as pl
-
 from toolkit import tables
 from toolkit.errors import FormatError
+from toolkit.files import read_table
 from toolkit.profile.capnp_io import read_capnp
 from toolkit.profile.model import Profile, validate
 
@@ -95,10 +94,9 @@ def read_parquet(path: str | os.PathLike[str]) -> Profile:
     for name in FRAMES:
         part = root / f"{name}.parquet"
         try:
-            frames[name] = pl.read_parquet(part)
-        except (OSError, pl.exceptions.PolarsError, ValueError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            msg = f"{part.name}: cannot read the Parquet file ({first})"
-            raise FormatError(msg, file=file, field=name) from None
+            frames[name] = read_table(part)
+        except FormatError as exc:
+            detail = str(exc).split(": ", 1)[-1]   # drop the file prefix: the directory is named instead
+            raise FormatError(f"{part.name}: {detail}", file=file, field=name) from None
     profile = Profile(**frames, clock_hz=clock_hz, schema_version=version, source=source)
     return validate(profile, file=file)
