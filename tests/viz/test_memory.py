@@ -313,6 +313,21 @@ def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
         vm.occupancy_over_time(occ, max_rows=3)
 
 
+def test_one_tile_over_time_names_its_lines_and_lines_up_with_the_others(synthetic) -> None:
+    """One tile: no max/mean legend, one line per value named by what it holds (class vs region), whole-event
+    ticks, and the same event range as the all-tiles chart."""
+    _, _, occ = synthetic
+    full = vm.occupancy_over_time(occ).to_dict()
+    spec = vm.occupancy_over_time(occ, [1], target=SMALL, values=["interleaved_bytes", "region1_bytes"]).to_dict()
+    lines = spec["layer"][0]
+    assert lines["encoding"]["color"]["title"] == "tile 1"
+    assert {r["series"] for r in dataset(lines, spec)} == {"interleaved class", "region 1 (interleaved elements)"}
+    assert "tile 1" in spec["title"] and "max" not in spec["title"]
+    x = lines["encoding"]["x"]
+    assert x["axis"]["tickMinStep"] == 1 and x["axis"]["format"] == "d"
+    assert x["scale"]["domain"] == full["layer"][0]["encoding"]["x"]["scale"]["domain"]
+
+
 def test_charts_serialize(synthetic) -> None:
     objects, placement, occ = synthetic
     for chart in (
