@@ -91,7 +91,8 @@ def test_heatmap_spec(synthetic) -> None:
     assert spec["mark"]["type"] == "rect"
     enc = spec["encoding"]
     assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == ("column", "row", "fraction")
-    assert {t["field"] for t in enc["tooltip"]} == {"tile", "peak_bytes", "percent", "peak_event"}
+    assert {t["field"] for t in enc["tooltip"]} == {"tile", "peak_bytes", "percent", "peak_event", "headroom_bytes",
+                                                 "row", "column"}
     assert spec["width"] == 46 * 12 and spec["height"] == 32 * 12
     assert spec["params"][0]["name"] == "picked_tile"
     rows = dataset(spec, spec)
@@ -311,6 +312,18 @@ def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
         vm.occupancy_over_time(occ, tiles=[1, 50])
     with pytest.raises(OptionError, match=r"occupancy_over_time has two rows per event.*max_rows=3"):
         vm.occupancy_over_time(occ, max_rows=3)
+
+
+def test_the_headroom_heat_map_separates_near_equal_tiles_and_labels_the_grid(synthetic) -> None:
+    _, _, occ = synthetic
+    spec = vm.occupancy_heatmap(occ, SMALL, color="headroom").to_dict()
+    enc = spec["encoding"]
+    rows = spec["datasets"][spec["data"]["name"]]
+    free = [r["headroom_bytes"] for r in rows]
+    assert enc["color"]["field"] == "headroom_bytes" and enc["color"]["scale"]["domain"] == [min(free), max(free)]
+    assert enc["x"]["title"] == "chip column" and enc["y"]["title"] == "chip row"
+    with pytest.raises(OptionError, match=r"color='bytes' must be 'fraction'"):
+        vm.occupancy_heatmap(occ, SMALL, color="bytes")
 
 
 def test_one_tile_over_time_names_its_lines_and_lines_up_with_the_others(synthetic) -> None:

@@ -75,7 +75,7 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
 
 
 def occupancy_heatmap(
-    occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes",
+    occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes", color: str = "fraction",
     failures: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
 ) -> alt.Chart:
     """Every tile on the chip grid (``target.grid_columns`` per row), coloured by peak ``value`` /
@@ -83,13 +83,21 @@ def occupancy_heatmap(
     ``interleaved_bytes``, ``region0_bytes``, ``region1_bytes``; a ``peak_`` prefix is accepted).
     Tiles with rows in ``failures`` (FAILURES_SCHEMA) get a red outline and their first
     failure's reason in the tooltip. Clicking a cell selects the tile (selection ``picked_tile``).
+    ``color="headroom"`` colours the free bytes at each tile's peak over the range the tiles span,
+    so near-equal tiles (92.5 % against 92.6 %) are told apart.
     """
     column = _value(value)
-    peaks = tile_peaks(occupancy, target, value=column)
+    if color not in ("fraction", "headroom"):
+        msg = f"color={color!r} must be 'fraction' (peak / capacity) or 'headroom' (free bytes at the peak)"
+        raise OptionError(msg, field="color", value=color)
+    peaks = tile_peaks(occupancy, target, value=column).with_columns(
+        (pl.col("capacity_bytes") - pl.col("peak_bytes")).alias("headroom_bytes"))
     tooltip = [
         alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
         alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
         alt.Tooltip("peak_event:Q", title="event of peak"),
+        alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak", format=","),
+        alt.Tooltip("row:Q", title="chip row"), alt.Tooltip("column:Q", title="chip column"),
     ]
     stroke: Any = alt.value("white")
     stroke_width: Any = alt.value(0.6)
@@ -111,10 +119,14 @@ def occupancy_heatmap(
         alt.Chart(peaks)
         .mark_rect()
         .encode(
-            x=alt.X("column:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            y=alt.Y("row:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            color=alt.Color("fraction:Q", title="peak / capacity",
-                            scale=alt.Scale(scheme="viridis", domain=[0.0, top])),
+            x=alt.X("column:O", title="chip column",
+                    axis=alt.Axis(values=list(range(0, target.grid_columns, 5)), labelAngle=0)),
+            y=alt.Y("row:O", title="chip row", axis=alt.Axis(values=list(range(0, rows, 4)))),
+            color=(alt.Color("fraction:Q", title="peak / capacity",
+                             scale=alt.Scale(scheme="viridis", domain=[0.0, top])) if color == "fraction" else
+                   alt.Color("headroom_bytes:Q", title="free bytes at peak",
+                             scale=alt.Scale(scheme="viridis", domain=[int(peaks["headroom_bytes"].min()),
+                                                                      int(peaks["headroom_bytes"].max())]))),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
             stroke=stroke,
             strokeWidth=stroke_width,
