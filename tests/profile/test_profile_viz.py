@@ -68,3 +68,20 @@ def test_categories_keep_their_colours_across_views_and_none_is_blank() -> None:
     kinds = timeline(c, tiles=6, color="kind").to_dict()["encoding"]["color"]["scale"]
     assert dict(zip(kinds["domain"], kinds["range"], strict=True))["exchange"] == color_of("exchange")
     assert color_of("some_hardware_symbol") == color_of("some_hardware_symbol")   # hashed, stable
+
+
+def test_the_barrier_view_labels_phases_and_never_sums_spreads() -> None:
+    import toolkit
+    from toolkit.profile import barriers, crop
+    from toolkit.viz import barrier_chart
+    c = toolkit.compile("mlp-small-repeat")
+    b = barriers(crop(c.profile)).phases
+    assert b["label"].null_count() == 0 and b["label"].str.contains("mlp.fc1").any()
+    assert (b["after_last_arrival_cycles"] >= 0).all()
+    assert (b["last_arrival_offset_cycles"] >= b["first_arrival_offset_cycles"]).all()
+    assert (b["last_arrival_offset_cycles"] + b["after_last_arrival_cycles"] == b["exit_offset_cycles"]).all()
+    spec = barrier_chart(b.head(12)).to_dict()
+    bars = spec["layer"]
+    rows = spec["datasets"][bars[0]["data"]["name"]] if "data" in bars[0] else spec["datasets"][spec["data"]["name"]]
+    assert len(rows) == 12   # one row per phase: spreads drawn per phase, never summed
+    assert bars[0]["encoding"]["y"]["sort"][0].startswith("0 ")

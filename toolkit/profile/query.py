@@ -44,6 +44,10 @@ BARRIER_SCHEMA: tables.Schema = {
     "latest_tile": tables.ID,            # the straggler: last to finish its real work
     "max_wait_cycles": tables.BIG,
     "mean_wait_cycles": pl.Float64,
+    "first_arrival_offset_cycles": tables.BIG,   # earliest end of real work (a tile arriving at the barrier)
+    "last_arrival_offset_cycles": tables.BIG,    # the late tile's arrival
+    "after_last_arrival_cycles": tables.BIG,     # phase exit - last arrival: what the barrier itself costs
+    "label": tables.STR,                 # the phase's operation and kind (its most common among samples)
 }
 WAIT_SCHEMA: tables.Schema = {
     "phase": tables.BIG,
@@ -111,9 +115,11 @@ def barriers(profile: Profile | Crop) -> Barriers:
     """Barrier behaviour per phase, on the shared clock (clipping would distort the first phase).
 
     A tile's entry is its first sample start in the phase, its exit its last
-    sample end, its work end the last end of a sample that is not
-    synchronization or idle. The latest tile is the one whose work ends last;
-    every tile's wait is the phase exit minus its work end.
+    sample end, its work end (its arrival at the barrier) the last end of a
+    sample that is not synchronization or idle. The latest tile is the one
+    whose work ends last; every tile's wait is the phase exit minus its work
+    end; ``after_last_arrival_cycles`` is what the barrier costs past the late
+    tile. Spreads are per phase: summing them across phases means nothing.
     """
     c = _crop(profile, cropped=False)
     s = c.samples
@@ -137,7 +143,16 @@ def barriers(profile: Profile | Crop) -> Barriers:
         pl.col("tile").sort_by(work, descending=True).first().alias("latest_tile"),
         pl.col("wait_cycles").max().alias("max_wait_cycles"),
         pl.col("wait_cycles").mean().alias("mean_wait_cycles"),
-    ).sort("phase").cast(BARRIER_SCHEMA).select(list(BARRIER_SCHEMA))
+        work.min().alias("first_arrival_offset_cycles"),
+        work.max().alias("last_arrival_offset_cycles"),
+        (pl.col("exit_offset_cycles").max() - work.max()).alias("after_last_arrival_cycles"),
+    )
+    label = (s.filter(pl.col("kind") != "idle")
+             .group_by("phase").agg(
+                 pl.concat_str(pl.col("operation").fill_null("").mode().sort().first(), pl.lit(" "),
+                               pl.col("kind").mode().sort().first()).str.strip_chars().alias("label")))
+    phases = (phases.join(label, on="phase", how="left").sort("phase")
+              .cast(BARRIER_SCHEMA).select(list(BARRIER_SCHEMA)))
     return Barriers(phases=phases, waits=waits)
 
 

@@ -134,3 +134,35 @@ def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX
         x=x, y=y, tooltip=[key, "predicted_cycles", "measured_cycles", "delta_cycles",
                            alt.Tooltip("ratio:Q", format=".3f")])
     return alt.layer(diagonal, points, title=title).properties(width=width, height=width)
+
+
+def barrier_chart(barriers_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS, width: int = 640) -> alt.LayerChart:
+    """Per phase (labelled with its operation and kind): the arrival window from the first to the last tile's
+    arrival, and the cycles after the last arrival, from :func:`toolkit.profile.barriers` ``.phases``.
+    Spreads are drawn per phase, never summed."""
+    need = ("phase", "first_arrival_offset_cycles", "last_arrival_offset_cycles", "after_last_arrival_cycles",
+            "latest_tile", "label")
+    missing = [c for c in need if c not in barriers_frame.columns]
+    if missing:
+        msg = f"barrier_chart needs barriers(profile).phases columns; missing {missing}"
+        raise OptionError(msg, field="barriers_frame", value=missing)
+    if barriers_frame.height > max_rows:
+        msg = f"barrier_chart would draw {barriers_frame.height} phases (max_rows={max_rows}); filter the phases first"
+        raise OptionError(msg, field="max_rows", value=max_rows)
+    data = barriers_frame.with_columns(
+        (pl.col("last_arrival_offset_cycles") - pl.col("first_arrival_offset_cycles")).alias("arrival_spread_cycles"),
+        (pl.col("phase").cast(pl.String) + pl.lit(" ") + pl.col("label").fill_null("")).alias("phase_label"),
+        (pl.col("last_arrival_offset_cycles") + pl.col("after_last_arrival_cycles")).alias("exit_cycles"))
+    order = data.sort("phase")["phase_label"].to_list()
+    y = alt.Y("phase_label:N", sort=order, title="phase")
+    tooltip = ["phase:Q", "label:N", "latest_tile:Q", alt.Tooltip("arrival_spread_cycles:Q", format=","),
+               alt.Tooltip("after_last_arrival_cycles:Q", format=",")]
+    spread = alt.Chart(data).mark_bar(color="#4e79a7").encode(
+        x=alt.X("first_arrival_offset_cycles:Q", title="cycles from origin"), x2="last_arrival_offset_cycles:Q",
+        y=y, tooltip=tooltip)
+    after = alt.Chart(data).mark_bar(color="#e15759").encode(
+        x="last_arrival_offset_cycles:Q", x2="exit_cycles:Q", y=y, tooltip=tooltip)
+    height = max(120, 14 * data.height)
+    return alt.layer(spread, after).properties(
+        width=width, height=height,
+        title="per phase: arrival window, first to last tile (blue), and the cycles after the last arrival (red)")
