@@ -49,3 +49,11 @@ def test_sweep_command(tmp_path):
     rows = json.loads(r.stdout)
     assert [row["opt_row_block"] for row in rows] == ["24", "48"]
     assert list((tmp_path / "ds").glob("*.parquet"))
+
+
+def test_compile_prints_what_each_number_is():
+    r = runner.invoke(app, ["compile", "mlp-small-repeat", "-o", "simulate=false"])
+    assert r.exit_code == 0, r.output
+    for kind in ("screen estimate", "refined estimate", "lowered estimate", "placed", "count"):
+        assert kind in r.output
+    assert "plans" in r.output and "measured on hardware" not in r.output   # no hardware figure for this preset

@@ -87,9 +87,22 @@ def compile_cmd(
                                        max_abs_deviation=result.max_abs_deviation)
     if as_json:
         show(summary, "summary", as_json=True)
-    else:  # one row of many columns reads best as field/value pairs
-        pairs = pl.DataFrame({"field": summary.columns, "value": [str(v) for v in summary.row(0)]})
-        show(pairs, f"{c.workload}: summary")
+    else:  # every number with what it is and its unit, then the layout it belongs to
+        numbers = c.numbers().select(
+            "quantity", "kind", pl.col("value").map_elements(lambda v: f"{v:,}", return_dtype=pl.String), "unit",
+            pl.col("vs_hardware").round(2).cast(pl.String).fill_null(""))
+        if result is not None:
+            numbers = pl.concat([numbers, pl.DataFrame({
+                "quantity": ["functional check"], "kind": ["checked"],
+                "value": [f"{'passed' if result.passed else 'FAILED'}, max abs error {result.max_abs_error:.3g}"],
+                "unit": [""], "vs_hardware": [""]})])
+        show(numbers, f"{c.workload}: what each number is")
+        hw = c.numbers().filter(pl.col("kind") == "measured on hardware")
+        if hw.height:   # say whose program the hardware figure measured
+            typer.echo(f"measured on hardware: {hw['source'][0]}", err=True)
+        layout = summary.select("row_block", "plans", "weight_class", "fused_qkv", "placed")
+        pairs = pl.DataFrame({"field": layout.columns, "value": [str(v) for v in layout.row(0)]})
+        show(pairs, f"{c.workload}: the layout")
     if out is not None and not as_json:
         typer.echo(f"wrote {out}", err=True)
 
