@@ -85,3 +85,26 @@ def test_the_barrier_view_labels_phases_and_never_sums_spreads() -> None:
     rows = spec["datasets"][bars[0]["data"]["name"]] if "data" in bars[0] else spec["datasets"][spec["data"]["name"]]
     assert len(rows) == 12   # one row per phase: spreads drawn per phase, never summed
     assert bars[0]["encoding"]["y"]["sort"][0].startswith("0 ")
+
+
+def test_the_renderers_categories_cut_exchange_samples_and_cover_every_cycle() -> None:
+    """Every exchange sample is cut into send / receive / send+receive / partner busy / exchange idle by its
+    activities; the pieces cover exactly the cropped samples, and hardware-format round trips agree."""
+    import polars as pl
+
+    from toolkit.profile import CATEGORIES, category_cycles, crop, synthetic_profile, timeline_categories
+    from toolkit.viz import timeline
+    from toolkit.viz.palette import FIXED
+    p = synthetic_profile(tiles=6, samples_per_tile=30, seed=5)
+    t = timeline_categories(p)
+    assert set(t["category"]) <= set(CATEGORIES) and {"compute", "exchange idle"} & set(t["category"])
+    assert t["duration_cycles"].sum() == crop(p).samples["duration_cycles"].sum()
+    assert (t["duration_cycles"] >= 0).all()
+    per = t.group_by("tile", "sample").agg(pl.col("duration_cycles").sum())
+    want = crop(p).samples.select("tile", "sample", "duration_cycles")
+    assert per.join(want, on=["tile", "sample"]).filter(pl.col("duration_cycles") != pl.col("duration_cycles_right")
+                                                        ).height == 0
+    shares = category_cycles(t)
+    assert abs(shares["share"].sum() - 1.0) < 1e-9
+    scale = timeline(t, tiles=3, color="category").to_dict()["encoding"]["color"]["scale"]
+    assert all(FIXED[k] == v for k, v in zip(scale["domain"], scale["range"], strict=True))

@@ -9,6 +9,7 @@ to Perfetto (:func:`export_perfetto`).
 """
 
 from toolkit.profile.capnp_io import read_capnp, write_capnp
+from toolkit.profile.categories import CATEGORIES, TIMELINE_SCHEMA, category_cycles, timeline_categories
 from toolkit.profile.crop import CROP_SCHEMA, Crop, crop
 from toolkit.profile.model import Profile, wrap_delta
 from toolkit.profile.parquet_io import read_parquet, read_profile, write_parquet
@@ -29,16 +30,19 @@ from toolkit.profile.synthetic import synthetic_profile
 
 __all__ = [
     "BARRIER_SCHEMA",
+    "CATEGORIES",
     "CROP_SCHEMA",
     "IDLE_SCHEMA",
     "QUERY_COLUMNS",
     "RESIDUAL_COLUMNS",
+    "TIMELINE_SCHEMA",
     "WAIT_SCHEMA",
     "Barriers",
     "Crop",
     "Profile",
     "Residuals",
     "barriers",
+    "category_cycles",
     "compare",
     "crop",
     "export_perfetto",
@@ -49,6 +53,7 @@ __all__ = [
     "read_profile",
     "residuals",
     "synthetic_profile",
+    "timeline_categories",
     "wrap_delta",
     "write_capnp",
     "write_parquet",

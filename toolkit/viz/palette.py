@@ -22,7 +22,10 @@ PALETTE = ("#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f", "#8cd17d", "#b
            "#9d7660", "#d7b5a6")
 #: sample kinds first (exchange blue, compute orange, sync dark grey, idle light grey), then every kernel symbol
 #: from the hues the kinds leave free
-FIXED = {"exchange": "#4e79a7", "compute": "#f28e2b", "synchronization": "#79706e", "idle": "#d7d7d7"}
+FIXED = {"exchange": "#4e79a7", "compute": "#f28e2b", "synchronization": "#79706e", "idle": "#d7d7d7",
+         # the renderer's timeline categories (toolkit.profile.timeline_categories): exchange in blues
+         "send+receive": "#1f4e79", "send": "#4e79a7", "receive": "#a0cbe8", "partner busy": "#b07aa1",
+         "exchange idle": "#e8eef5", "sync": "#79706e"}
 _FREE = [c for c in PALETTE if c not in FIXED.values()]
 FIXED.update({k: _FREE[i % len(_FREE)] for i, k in enumerate(k for k in KERNEL_SYMBOLS if k not in FIXED)})
 assert set(SAMPLE_KINDS) <= set(FIXED)

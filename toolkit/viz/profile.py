@@ -22,7 +22,7 @@ from toolkit.profile.residuals import Residuals
 from toolkit.viz.palette import color_scale
 
 DEFAULT_MAX_ROWS = 5000
-COLOR_BY = ("kind", "kernel", "operation", "phase")
+COLOR_BY = ("kind", "kernel", "operation", "phase", "category")   # category: toolkit.profile.timeline_categories
 NEEDED = ("tile", "start_offset_cycles", "end_offset_cycles")
 
 
@@ -52,13 +52,14 @@ def timeline(crop_or_samples: Crop | Profile | pl.DataFrame, tiles: int | Iterab
         msg = (f"timeline would draw {df.height} samples (max_rows={max_rows}); pass tiles=... to choose tiles "
                "or raise max_rows")
         raise OptionError(msg, field="max_rows", value=max_rows)
-    cols = [c for c in (*NEEDED, "sample", "phase", "kind", "kernel", "operation", "duration_cycles")
+    cols = [c for c in (*NEEDED, "sample", "phase", "kind", "kernel", "operation", "category", "duration_cycles")
             if c in df.columns]
     data = df.select(cols)
     if "kernel" in cols and "kind" in cols:   # exchange and sync samples run no kernel: label them by kind
         data = data.with_columns(kernel_label())
     tooltip = [alt.Tooltip(c) for c in cols if c not in ("start_offset_cycles", "end_offset_cycles")]
-    scale = color_scale(data[color].cast(pl.String).unique().to_list()) if color in ("kind", "kernel") else None
+    scale = (color_scale(data[color].cast(pl.String).unique().to_list()) if color in ("kind", "kernel", "category")
+             else None)
     return alt.Chart(data, title="Samples per tile").mark_bar().encode(
         x=alt.X("start_offset_cycles:Q", title="cycles from origin"),
         x2="end_offset_cycles:Q",
