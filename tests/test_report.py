@@ -41,3 +41,20 @@ def test_no_hardware_comparison_where_the_options_change_the_graph() -> None:
     n = c.numbers()
     assert "measured on hardware" not in set(n["kind"]) and "simulated" not in set(n["kind"])
     assert n["vs_hardware"].null_count() == n.height
+
+
+def test_programs_compare_by_op_and_kind_and_add_up() -> None:
+    from toolkit.report import compare_peaks, compare_programs, op_cycles
+    a = toolkit.compile("mlp-small-repeat", options={"simulate": False})
+    b = toolkit.compile("mlp-small-repeat", options={"row_block": 36, "simulate": False})
+    assert op_cycles(a)["cycles"].sum() == a.est_cycles()            # repeat instances multiplied in
+    t = compare_programs({"a": a, "b": b})
+    assert t.columns[:4] == ["op", "kind", "a_cycles", "a_bytes"] and "b_delta_cycles" in t.columns
+    assert t["b_cycles"].sum() == b.est_cycles()
+    assert (t["b_delta_cycles"] == t["b_cycles"] - t["a_cycles"]).all()
+    assert t.filter(pl.col("kind") == "exchange")["a_bytes"].sum() == \
+        a.schedule.transfers["size_bytes"].sum() * 3                 # three instances of the repeated block
+    peaks = compare_peaks([a, b])
+    assert peaks.height == a.placement.occupancy["tile"].n_unique() and "c1_delta_bytes" in peaks.columns
+    with pytest.raises(toolkit.OptionError, match="at least two compilations"):
+        compare_programs([a])

@@ -4,7 +4,7 @@ Every compiler stage is a pure function returning polars DataFrames; see
 ``toolkit.compile`` for the whole pipeline.
 """
 
-from toolkit import costs, target
+from toolkit import costs, report, target
 from toolkit.artifacts import load_case as load
 from toolkit.check import CheckResult, check  # the function shadows its module as an attribute: toolkit.check(c)
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
@@ -37,6 +37,7 @@ __all__ = [
     "ipu21",
     "load",
     "load_target",
+    "report",
     "roofline",
     "simulate",
     "target",

@@ -90,4 +90,52 @@ def numbers(c: Any) -> pl.DataFrame:
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
 
 
-__all__ = ["KINDS", "NUMBERS_SCHEMA", "hardware_figure", "hardware_programs", "numbers"]
+def op_cycles(c: Any) -> pl.DataFrame:
+    """Lowered cycles and bytes received per (op, phase kind) of compilation ``c``, repeat instances multiplied in."""
+    inst = dict(zip(c.schedule.repeats["block"].to_list(), c.schedule.repeats["instances"].to_list(), strict=True))
+    times = pl.col("block").replace_strict(inst, default=1, return_dtype=pl.Int64)
+    received = c.schedule.transfers.group_by("phase").agg(pl.col("size_bytes").sum().alias("bytes"))
+    phases = (c.schedule.phases
+              .join(c.exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
+              .join(received, on="phase", how="left")
+              .with_columns((pl.coalesce("lowered", "est_cycles") * times).alias("cycles"),
+                            (pl.col("bytes").fill_null(0) * times).alias("bytes")))
+    order = {n: i for i, n in enumerate(c.graph.ops["name"].to_list())}
+    return (phases.group_by(pl.col("name").alias("op"), "kind").agg(pl.col("cycles").sum(), pl.col("bytes").sum())
+            .with_columns(pl.col("op").replace_strict(order, default=len(order)).alias("_at"))
+            .sort("_at", "kind").drop("_at"))
+
+
+def compare_programs(compilations: Any) -> pl.DataFrame:
+    """Two or more compilations aligned by (op, phase kind): ``<name>_cycles`` (lowered) and ``<name>_bytes``
+    (exchanged) per compilation, and for every one after the first its cycle delta against the first.
+    ``compilations``: a mapping of names to compilations (or a sequence, named by position)."""
+    from toolkit.errors import OptionError
+    items = list(compilations.items()) if isinstance(compilations, dict) else [
+        (f"c{i}", c) for i, c in enumerate(compilations)]
+    if len(items) < 2:
+        msg = f"compare_programs needs at least two compilations, got {len(items)}"
+        raise OptionError(msg, field="compilations", value=len(items))
+    out = None
+    for name, c in items:
+        part = op_cycles(c).rename({"cycles": f"{name}_cycles", "bytes": f"{name}_bytes"})
+        out = part if out is None else out.join(part, on=["op", "kind"], how="full", coalesce=True)
+    base = pl.col(f"{items[0][0]}_cycles")
+    return out.with_columns(*((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n, _ in items[1:]))
+
+
+def compare_peaks(compilations: Any) -> pl.DataFrame:
+    """Per tile, the placed peak bytes of each compilation and every later one's delta against the first."""
+    items = list(compilations.items()) if isinstance(compilations, dict) else [
+        (f"c{i}", c) for i, c in enumerate(compilations)]
+    out = None
+    for name, c in items:
+        part = c.placement.occupancy.group_by("tile").agg(pl.col("live_bytes").max().alias(f"{name}_peak_bytes"))
+        out = part if out is None else out.join(part, on="tile", how="full", coalesce=True)
+    base = pl.col(f"{items[0][0]}_peak_bytes")
+    return out.with_columns(*((pl.col(f"{n}_peak_bytes") - base).alias(f"{n}_delta_bytes")
+                              for n, _ in items[1:])).sort("tile")
+
+
+__all__ = ["KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_figure", "hardware_programs",
+           "numbers", "op_cycles"]
