@@ -12,6 +12,7 @@ from toolkit.errors import OptionError
 from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, frame
 from toolkit.target import ipu21
 from toolkit.viz import memory as vm
+from toolkit.viz import occupancy as vo
 
 KINDS = np.array(["weight", "activation", "staging", "code", "exchange_rows", "run_table"])
 TARGET = ipu21()
@@ -288,7 +289,7 @@ def test_peak_breakdown_by_class_and_errors(synthetic) -> None:
 # -- over time --------------------------------------------------------------------------
 def test_occupancy_over_time(synthetic) -> None:
     _, _, occ = synthetic
-    spec = vm.occupancy_over_time(occ).to_dict()
+    spec = vo.occupancy_over_time(occ).to_dict()
     lines, rule, label = spec["layer"]
     assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule" and label["mark"]["type"] == "text"
     assert (lines["encoding"]["x"]["field"], lines["encoding"]["y"]["field"]) == ("event", "bytes")
@@ -302,16 +303,16 @@ def test_occupancy_over_time(synthetic) -> None:
 
 def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
     _, _, occ = synthetic
-    spec = vm.occupancy_over_time(occ, tiles=[1, 2], target=SMALL, value="region1_bytes").to_dict()
+    spec = vo.occupancy_over_time(occ, tiles=[1, 2], target=SMALL, value="region1_bytes").to_dict()
     rows = dataset(spec["layer"][0], spec)
     assert {r["tiles"] for r in rows} == {2}
     assert dataset(spec["layer"][1], spec)[0]["bytes"] == 13 * 32 * 1024
     with pytest.raises(OptionError, match=r"tiles=\[\] selects nothing"):
-        vm.occupancy_over_time(occ, tiles=[])
+        vo.occupancy_over_time(occ, tiles=[])
     with pytest.raises(OptionError, match=r"tiles contains 1 tiles with no occupancy rows \(first: 50\)"):
-        vm.occupancy_over_time(occ, tiles=[1, 50])
+        vo.occupancy_over_time(occ, tiles=[1, 50])
     with pytest.raises(OptionError, match=r"occupancy_over_time has two rows per event.*max_rows=3"):
-        vm.occupancy_over_time(occ, max_rows=3)
+        vo.occupancy_over_time(occ, max_rows=3)
 
 
 def test_the_headroom_heat_map_separates_near_equal_tiles_and_labels_the_grid(synthetic) -> None:
@@ -330,8 +331,8 @@ def test_one_tile_over_time_names_its_lines_and_lines_up_with_the_others(synthet
     """One tile: no max/mean legend, one line per value named by what it holds (class vs region), whole-event
     ticks, and the same event range as the all-tiles chart."""
     _, _, occ = synthetic
-    full = vm.occupancy_over_time(occ).to_dict()
-    spec = vm.occupancy_over_time(occ, [1], target=SMALL, values=["interleaved_bytes", "region1_bytes"]).to_dict()
+    full = vo.occupancy_over_time(occ).to_dict()
+    spec = vo.occupancy_over_time(occ, [1], target=SMALL, values=["interleaved_bytes", "region1_bytes"]).to_dict()
     lines = spec["layer"][0]
     assert lines["encoding"]["color"]["title"] == "tile 1"
     assert {r["series"] for r in dataset(lines, spec)} == {"interleaved class", "region 1 (interleaved elements)"}
@@ -345,6 +346,6 @@ def test_charts_serialize(synthetic) -> None:
     objects, placement, occ = synthetic
     for chart in (
         vm.occupancy_heatmap(occ, SMALL), vm.memory_map(objects, placement, TARGET, 0),
-        vm.peak_breakdown(objects, placement, occ, TARGET, 0), vm.occupancy_over_time(occ),
+        vm.peak_breakdown(objects, placement, occ, TARGET, 0), vo.occupancy_over_time(occ),
     ):
         assert chart.to_json().startswith("{")

@@ -14,10 +14,10 @@ from toolkit.viz.memory import (
     MAP_COLORS,
     memory_map,
     occupancy_heatmap,
-    occupancy_over_time,
     peak_breakdown,
     tile_peaks,
 )
+from toolkit.viz.occupancy import occupancy_over_time
 from toolkit.widgets.render import chart_widget
 
 BUSIEST = 12
