@@ -40,7 +40,8 @@ def test_plan_text_round_trips_and_shards_balance() -> None:
     ("4x0x4", r"partition counts must be positive"),
     ("4x92x4/10x92", r"must be a multiple of the compute grid's 4 rows x 92 columns"),
     ("4x92x2/16x92", r"needs more than the k=2 inner-split tiles"),
-    ("4x92x4 scattered", r"'scattered' is neither a weight store \(\['resident', 'gathered'\]\) nor a reduction"),
+    ("4x92x4 scattered", r"'scattered' is neither a weight store \(\['resident', 'gathered'\]\), a reduction"),
+    ("4x92x4 diagonal-fast", r"'diagonal-fast' is neither .* nor a tile order \('rows-fast', 'columns-fast'\)"),
     ("4x24x15 batched14", r"14 remote partials in batches of 14 is all partials at once"),
     ("4x24x1 streamed", r"has no inner split, so no partials to stage"),
     ("1x92x4 gathered", r"with one row partition every weight block is stored once already"),
@@ -73,6 +74,7 @@ def _tiny(plans: dict[str, str], tokens=5, width=32, hidden=47, weight_dtype="f8
 @pytest.mark.parametrize("plans", [
     {"fc1": "2x3x2/4x3 gathered", "fc2": "3x2x1 gathered"},   # weights stored once, gathered per use
     {"fc1": "2x3x2/4x3", "fc2": "2x2x3 streamed"},            # partials reduced one per epoch
+    {"fc1": "2x3x2/4x3 rows-fast", "fc2": "3x2x2 gathered rows-fast"},   # row partitions fast over the tiles
     {"fc1": "1x3x2", "fc2": "1x1x4 batched2"},                # two per epoch: a full epoch, then one
     {"fc1": "2x3x2/4x3", "fc2": "1x2x3"},          # result by rows; uneven column shards (47 = 16 + 16 + 15)
     {"fc1": "3x2x1", "fc2": "2x2x2/2x4"},          # result by columns of each cell
@@ -108,7 +110,8 @@ def test_random_pins_on_random_mlps_schedule_and_check(m1, n1, k1, m2, n2, k2, b
     fc1 = f"{m1}x{n1}x{k1}" + (f"/{m1 * k1}x{n1}" if by_rows and k1 > 1 and tokens // m1 >= k1 else "")
     plans = {"fc1": fc1 + (" gathered" if g1 and m1 > 1 else ""),
              "fc2": f"{m2}x{n2}x{k2}" + (" gathered" if g2 and m2 > 1 else "")
-             + ("" if not 0 < stage < k2 - 1 else " streamed" if stage == 1 else f" batched{stage}")}
+             + ("" if not 0 < stage < k2 - 1 else " streamed" if stage == 1 else f" batched{stage}")
+             + (" rows-fast" if by_rows else "")}
     g, p = _tiny(plans, tokens=tokens, hidden=40, weight_dtype="f16")
     verify_schedule(schedule(g, p, IPU, tiles=64), IPU)
     c = toolkit.compile(g, options={"plans": plans, "tiles": 64, "row_block": tokens, "stream_block": 1,
@@ -214,10 +217,12 @@ def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols
         return
     for store in ("resident", "gathered") if m > 1 else ("resident",):
         for staging in range(min(k - 1, 3)):
-            f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
-                              "weights": [store], "staging": [staging]})
-            assert f.select(plan_labels())["plan"].item() == GemmPlan(
-                m=m, n=n, k=k, result_rows=rows, result_cols=cols, weights=store, staging=staging).label()
+            for order in ("columns", "rows"):
+                f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
+                                  "weights": [store], "staging": [staging], "order": [order]})
+                assert f.select(plan_labels())["plan"].item() == GemmPlan(
+                    m=m, n=n, k=k, result_rows=rows, result_cols=cols, weights=store, staging=staging,
+                    order=order).label()
 
 
 def test_gathered_weights_are_read_per_repeat_instance() -> None:
@@ -253,3 +258,17 @@ def test_a_staged_reduction_runs_one_epoch_per_batch(fc2, epochs) -> None:
     slices = {1: 4, 2: 3, 3: 2}[epochs]
     per_slice = s.objects.filter(pl.col("name") == "mlp.fc2.out.partials")["size_bytes"].max()
     assert buffers.height and buffers["size_bytes"].max() <= slices * per_slice
+
+
+def test_rows_fast_lays_row_partitions_on_consecutive_tiles() -> None:
+    """columns-fast: a row partition's column cells side by side; rows-fast: a column's row partitions."""
+    g, cols_fast = _tiny({"fc1": "2x3x1", "fc2": "1x1x1"})
+    _, rows_fast = _tiny({"fc1": "2x3x1 rows-fast", "fc2": "1x1x1"})
+    tiles = {}
+    for name, p in (("columns", cols_fast), ("rows", rows_fast)):
+        s = schedule(g, p, IPU, tiles=16)
+        fc1 = int(g.ops.filter(pl.col("name") == "mlp.fc1")["op_id"].item())
+        cmd = s.commands.filter((pl.col("op_id") == fc1) & pl.col("kernel").str.starts_with("amp"))
+        tiles[name] = cmd.sort("tile").select("tile", "rows", "cols").rows()
+    assert tiles["columns"] != tiles["rows"]
+    assert sorted(t for t, *_ in tiles["columns"]) == sorted(t for t, *_ in tiles["rows"])

@@ -23,10 +23,13 @@ import numpy as np
 
 from toolkit.errors import OptionError
 
-_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?((?:\s+\w+)*)\s*$")
+_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?((?:\s+[\w-]+)*)\s*$")
 #: how a plan keeps its weight blocks: ``resident`` (every row partition holds its (inner, column) block) or
 #: ``gathered`` (each block stored once, cut by inner rows over the m row-partition tiles, all-gathered per use)
 WEIGHT_STORES = ("resident", "gathered")
+#: how a plan's cells are laid out over consecutive tiles: ``columns`` fast (the inner partitions of a cell
+#: adjacent, then its column partitions, then row partitions) or ``rows`` fast (row partitions before columns)
+TILE_ORDERS = ("columns", "rows")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +43,7 @@ class GemmPlan:
     result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
     weights: str = "resident"  # WEIGHT_STORES: resident blocks, or stored once over the m row partitions and gathered
     staging: int = 0           # reduction staging: 0 all at once; N >= 1 remote partials per epoch (1: streamed)
+    order: str = "columns"     # TILE_ORDERS: columns-fast (the default) or rows-fast over consecutive tiles
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "result_rows"):
@@ -57,6 +61,9 @@ class GemmPlan:
             msg = (f"GEMM plan {self.m}x{self.n}x{self.k} gathered: with one row partition every weight block is "
                    f"stored once already; write it without 'gathered', or use m > 1")
             raise OptionError(msg, field="weights", value=self.weights)
+        if self.order not in TILE_ORDERS:
+            msg = f"GEMM plan order={self.order!r} must be one of {list(TILE_ORDERS)}"
+            raise OptionError(msg, field="order", value=self.order)
         if not isinstance(self.staging, int) or isinstance(self.staging, bool) or self.staging < 0:
             msg = f"GEMM plan staging={self.staging!r} must be 0 (all partials at once) or a positive batch size"
             raise OptionError(msg, field="staging", value=self.staging)
@@ -93,6 +100,8 @@ class GemmPlan:
             base = f"{base}/{self.m * self.result_rows}x{self.n * max(self.result_cols, 1)}"
         if self.weights != "resident":
             base = f"{base} {self.weights}"
+        if self.order != "columns":
+            base = f"{base} {self.order}-fast"
         return base + ("" if not self.staging else " streamed" if self.staging == 1 else f" batched{self.staging}")
 
 
@@ -111,22 +120,24 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
                f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92'), optionally followed by ' gathered'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
     m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
-    store, staging = "resident", 0
+    store, staging, order = "resident", 0, "columns"
     for word in mt.group(6).split():
         batched = re.fullmatch(r"batched(\d+)", word)
         if word in WEIGHT_STORES:
             store = word
+        elif word in (f"{o}-fast" for o in TILE_ORDERS):
+            order = word.removesuffix("-fast")
         elif word == "streamed" or batched:
             staging = 1 if word == "streamed" else int(batched.group(1))
         else:
-            msg = (f"plan for op {op!r} is {text!r}: {word!r} is neither a weight store ({list(WEIGHT_STORES)}) "
-                   f"nor a reduction staging ('streamed', 'batched<N>')")
+            msg = (f"plan for op {op!r} is {text!r}: {word!r} is neither a weight store ({list(WEIGHT_STORES)}), "
+                   f"a reduction staging ('streamed', 'batched<N>') nor a tile order ('rows-fast', 'columns-fast')")
             raise OptionError(msg, field=f"plans.{op}", value=text)
     if 0 in (m, n, k):
         msg = f"plan for op {op!r} is {text!r}: partition counts must be positive"
         raise OptionError(msg, field=f"plans.{op}", value=text)
     if mt.group(4) is None:
-        return _plan(text, op, m=m, n=n, k=k, weights=store, staging=staging)
+        return _plan(text, op, m=m, n=n, k=k, weights=store, staging=staging, order=order)
     rr, rc = int(mt.group(4)), int(mt.group(5))
     if rr % m or rc % n or rr == 0 or rc == 0:
         msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
@@ -136,7 +147,8 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         msg = (f"plan for op {op!r} is {text!r}: the result split {rr // m} x {rc // n} needs more than the k={k} "
                f"inner-split tiles of a cell; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows")
         raise OptionError(msg, field=f"plans.{op}", value=text)
-    return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, weights=store, staging=staging)
+    return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, weights=store, staging=staging,
+                 order=order)
 
 
 def _plan(text: str, op: str, **fields) -> GemmPlan:
@@ -168,4 +180,4 @@ def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, 
     return np.append(lo, bounds[-1]), j, shard
 
 
-__all__ = ["PLAN_FIELDS", "WEIGHT_STORES", "GemmPlan", "balanced_bounds", "parse_plan", "sub_bounds"]
+__all__ = ["PLAN_FIELDS", "TILE_ORDERS", "WEIGHT_STORES", "GemmPlan", "balanced_bounds", "parse_plan", "sub_bounds"]

@@ -38,7 +38,7 @@ STAGINGS = (1, 2, 4, 8)
 
 OP_CANDIDATES_SCHEMA = {
     "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
-    "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "tiles_used": pl.Int64,
+    "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "order": pl.String, "tiles_used": pl.Int64,
     "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
     "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "feasible": pl.Boolean, "reject_reason": pl.String,
@@ -184,6 +184,7 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
     sync = e["syncs"] * target.costs.sync_cycles
     return pl.DataFrame({
         "op": op["name"], **plans, "gathered": gathered, "weights": np.where(gathered, "gathered", "resident"),
+        "order": "columns",   # the screen prices endpoint loads, not distance: tile orders are pinned, not searched
         "tiles_used": e["tiles_used"], "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"],
         "est_sync_cycles": sync, "est_cycles": compute + e["exchange"] + sync,
         "weight_bytes": e["weight_bytes"] + e["bias_bytes"], "transient_bytes": e["recv_bytes"] + e["out_bytes"],
@@ -205,6 +206,8 @@ def plan_labels() -> pl.Expr:
     label = pl.when(given).then(pl.concat_str(base, grid)).otherwise(base)
     label = pl.when(pl.col("weights") == "resident").then(label).otherwise(
         pl.concat_str(label, pl.lit(" "), pl.col("weights")))
+    label = pl.when(pl.col("order") == "columns").then(label).otherwise(
+        pl.concat_str(label, pl.lit(" "), pl.col("order"), pl.lit("-fast")))
     staging = pl.col("staging")
     return (pl.when(staging == 0).then(label).when(staging == 1).then(pl.concat_str(label, pl.lit(" streamed")))
             .otherwise(pl.concat_str(label, pl.lit(" batched"), staging.cast(pl.String))).alias("plan"))

@@ -140,7 +140,10 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
         inner_b = block_bounds(inner, grid.inner_block)
     n_p, n_s = len(col_b) - 1, len(inner_b) - 1
     cells = n_r * n_p * n_s
-    spatial = spread(shard * n_p * n_s, tiles).reshape(shard, n_p, n_s)
+    if gemm is not None and gemm.order == "rows":   # row partitions of a column before the next column
+        spatial = spread(shard * n_p * n_s, tiles).reshape(n_p, shard, n_s).transpose(1, 0, 2)
+    else:                                           # columns fast: a row partition's columns side by side
+        spatial = spread(shard * n_p * n_s, tiles).reshape(shard, n_p, n_s)
     ct = spatial[np.arange(n_r) % shard]
     wave = np.repeat(np.arange(n_r) // shard, n_p * n_s)
     rr = np.diff(rows_bounds)[:, None, None]
