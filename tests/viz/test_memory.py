@@ -280,7 +280,8 @@ def test_peak_breakdown_by_class_and_errors(synthetic) -> None:
     assert spec["hconcat"][0]["encoding"]["y"]["field"] == "class"
     with pytest.raises(OptionError, match=r"tile=9 has no occupancy rows"):
         vm.peak_breakdown(objects, placement, occ, TARGET, 9)
-    with pytest.raises(OptionError, match=r"by='name' is not a breakdown; use one of \['kind', 'class', 'access'\]"):
+    with pytest.raises(OptionError,
+                       match=r"by='name' is not a breakdown; use one of \['kind', 'class', 'access', 'lifetime'\]"):
         vm.peak_breakdown(objects, placement, occ, TARGET, 0, by="name")
     with pytest.raises(OptionError, match=r"top=0 must be a positive number"):
         vm.peak_breakdown(objects, placement, occ, TARGET, 0, top=0)
@@ -313,6 +314,15 @@ def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
         vo.occupancy_over_time(occ, tiles=[1, 50])
     with pytest.raises(OptionError, match=r"occupancy_over_time has two rows per event.*max_rows=3"):
         vo.occupancy_over_time(occ, max_rows=3)
+
+
+def test_the_peak_splits_always_live_from_transient(synthetic) -> None:
+    objects, placement, occ = synthetic
+    spec = vm.peak_breakdown(objects, placement, occ, TARGET, 0, by="lifetime").to_dict()
+    bars = spec["hconcat"][0]
+    rows = spec["datasets"][bars["data"]["name"]]
+    assert {r["lifetime"] for r in rows} <= {"always live", "transient"} and rows
+    assert bars["encoding"]["y"]["field"] == "lifetime"
 
 
 def test_the_headroom_heat_map_separates_near_equal_tiles_and_labels_the_grid(synthetic) -> None:

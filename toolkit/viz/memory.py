@@ -39,7 +39,7 @@ TILE_PEAKS_SCHEMA: Schema = {
     "capacity_bytes": pl.Int64, "fraction": pl.Float64, "percent": pl.Float64, "peak_event": pl.Int32,
 }
 MAP_COLORS = ("kind", "class", "access", "region")
-BREAKDOWN_BY = ("kind", "class", "access")
+BREAKDOWN_BY = ("kind", "class", "access", "lifetime")   # lifetime: always live (the whole program) or transient
 _OCCUPANCY_VALUES = ("live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes", "region1_bytes")
 
 
@@ -209,7 +209,8 @@ def peak_breakdown(
     by: str = "kind", top: int = 10, max_rows: int = DEFAULT_MAX_ROWS,
 ) -> alt.HConcatChart:
     """What is live on ``tile`` at its peak event (the earliest event of maximal ``live_bytes``):
-    bytes by ``by`` (kind, class or access) stacked by class, next to the ``top`` largest objects
+    bytes by ``by`` (kind, class, access, or lifetime: always live from the first to the last event, or
+    transient) stacked by class, next to the ``top`` largest objects
     (coloured by class too, so the two bars share one legend).
     """
     _tile(tile, target)
@@ -224,7 +225,10 @@ def peak_breakdown(
         msg = f"tile={tile} has no occupancy rows; pick a tile that holds objects (see tile_peaks)"
         raise OptionError(msg, field="tile", value=tile, tile=tile)
     event, live_bytes = peak
-    live = _live(objects, placement, tile, event)
+    last_event = int(_columns(objects, OBJECTS_SCHEMA, ("last",), "objects")["last"].max())
+    live = _live(objects, placement, tile, event).with_columns(
+        pl.when((pl.col("first") <= 0) & (pl.col("last") >= last_event)).then(pl.lit("always live"))
+        .otherwise(pl.lit("transient")).alias("lifetime"))
     keys = list(dict.fromkeys([by, "class"]))
     groups = live.group_by(keys).agg(pl.col("span_bytes").sum().alias("bytes"), pl.len().alias("objects"))
     largest = live.sort(["span_bytes", "object_id"], descending=[True, False]).head(top)
