@@ -44,14 +44,9 @@ name, opts = sys.argv[1], json.loads(sys.argv[2])
 t = time.perf_counter()
 c = toolkit.compile(name, options=opts)
 wall = time.perf_counter() - t
-ph = (c.schedule.phases.join(c.exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase",
-                             how="left")
-      .join(c.schedule.repeats.select("block", "instances"), on="block", how="left")
-      .with_columns((pl.coalesce("lowered", "est_cycles") * pl.col("instances").fill_null(1)).alias("cycles")))
-per_op = (ph.group_by("name", "kind").agg(pl.col("cycles").sum())
-          .pivot("kind", index="name", values="cycles").fill_null(0))
+per_op = (toolkit.report.op_cycles(c).pivot("kind", index="op", values="cycles").fill_null(0))
 order = c.graph.ops["name"].to_list()
-rows = {r["name"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "sync")}
+rows = {r["op"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "sync")}
         for r in per_op.iter_rows(named=True)}
 chosen = c.layout.chosen
 print(json.dumps({

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import read_table
+from toolkit.files import check_parent, read_table
 from toolkit.graph import PRESETS
 
 MANIFEST = "manifest.json"
@@ -125,18 +125,7 @@ def check_out(out: str | Path, *, overwrite: bool) -> Path:
         msg = (f"--out {out} exists and is not a case directory (no readable {MANIFEST} written by the toolkit); "
                f"refusing to replace it: choose a new directory")
         raise OptionError(msg, field="out", value=str(out))
-    parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OptionError(f"cannot create {parent} for the case: {exc.strerror}", field="out",
-                          value=str(out)) from exc
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OptionError(f"cannot write into {parent}: permission denied", field="out", value=str(out))
-    if len(out.name.encode()) > 200:
-        raise OptionError(f"case directory name is {len(out.name.encode())} bytes; use at most 200", field="out",
-                          value=str(out))
-    return out
+    return check_parent(out, "out", create=True, reserve=40)   # room for ".<name>.<pid>.<random>.tmp"
 
 
 def _is_case(path: Path) -> bool:

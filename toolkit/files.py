@@ -25,15 +25,27 @@ def check_output(path: str | os.PathLike[str], field: str = "output") -> Path:
     p = Path(path)
     if p.is_dir():
         raise OptionError(f"{field} {p} is a directory; give a file path", field=field, value=str(p))
+    return check_parent(p, field)
+
+
+def check_parent(p: Path, field: str, *, create: bool = False, reserve: int = 16) -> Path:
+    """The folder of output ``p`` exists (or is created, ``create``) and is writable, and ``p``'s name leaves
+    ``reserve`` bytes for the temporary sibling it is written through."""
     parent = p.parent
+    if create:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OptionError(f"{field} {p}: cannot create the folder {parent}: {exc.strerror}", field=field,
+                              value=str(p)) from exc
     if not parent.is_dir():
         what = "is a file" if parent.exists() else "does not exist"
         raise OptionError(f"{field} {p}: the folder {parent} {what}", field=field, value=str(p))
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OptionError(f"{field} {p}: cannot write into {parent} (permission denied)", field=field, value=str(p))
-    if len(p.name.encode()) > NAME_MAX - 16:   # room for the temporary sibling's prefix and suffix
-        raise OptionError(f"{field} {p}: the file name is {len(p.name.encode())} bytes; use at most "
-                          f"{NAME_MAX - 16}", field=field, value=str(p))
+    if len(p.name.encode()) > NAME_MAX - reserve:
+        raise OptionError(f"{field} {p}: the name is {len(p.name.encode())} bytes; use at most "
+                          f"{NAME_MAX - reserve}", field=field, value=str(p))
     return p
 
 
@@ -68,4 +80,4 @@ def read_table(path: str | os.PathLike[str]):
         raise FormatError(f"cannot read the Parquet file ({first[:200]})", file=str(path)) from None
 
 
-__all__ = ["atomic_write", "check_output", "read_table"]
+__all__ = ["atomic_write", "check_output", "check_parent", "read_table"]

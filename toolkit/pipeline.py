@@ -111,11 +111,12 @@ class Compilation:
             "fused_qkv": [chosen["fused_qkv"]],
         })
 
-    def numbers(self) -> pl.DataFrame:
+    def numbers(self, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         """The headline numbers, each with what it is (screen / refined / lowered estimate, simulated, measured
-        on hardware, placed, count), its unit, its source and the ratio to the hardware (``toolkit.report``)."""
+        on hardware, placed, count), its unit, its source and the ratio to the hardware (``toolkit.report``);
+        pass ``summary`` (``self.summary()``) when it is at hand."""
         from toolkit.report import numbers
-        return numbers(self)
+        return numbers(self, summary)
 
     def est_cycles(self, kind: str | None = None) -> int:
         """Estimated cycles of the whole program (or of one phase kind): compute phases from the schedule,
@@ -123,16 +124,25 @@ class Compilation:
         return lowered_cycles(self.schedule, self.exchange, kind)
 
 
+def phase_cycles(sched: Schedule, exchange: Exchange) -> pl.DataFrame:
+    """Every symbolic phase with its lowered cycles (compute and sync as scheduled, exchange as lowered) and the
+    cycles of all its repeat instances (``cycles``), plus the bytes it receives (``bytes``, instances included)."""
+    inst = dict(zip(sched.repeats["block"].to_list(), sched.repeats["instances"].to_list(), strict=True))
+    times = pl.col("block").replace_strict(inst, default=1, return_dtype=pl.Int64)
+    received = sched.transfers.group_by("phase").agg(pl.col("size_bytes").sum().alias("bytes"))
+    return (sched.phases
+            .join(exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
+            .join(received, on="phase", how="left")
+            .with_columns((pl.coalesce("lowered", "est_cycles") * times).alias("cycles"),
+                          (pl.col("bytes").fill_null(0) * times).alias("bytes")))
+
+
 def lowered_cycles(sched: Schedule, exchange: Exchange, kind: str | None = None) -> int:
     """The lowered estimate of a program: scheduled compute and sync phases, exchange phases as lowered."""
-    phases = sched.phases.join(
-        exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
+    phases = phase_cycles(sched, exchange)
     if kind is not None:
         phases = phases.filter(pl.col("kind") == kind)
-    per = phases.select(pl.coalesce("lowered", "est_cycles").alias("cycles"), "block")
-    inst = dict(zip(sched.repeats["block"].to_list(), sched.repeats["instances"].to_list(), strict=True))
-    return int(per.select((pl.col("cycles") * pl.col("block").replace_strict(
-        inst, default=1, return_dtype=pl.Int64)).sum()).item())
+    return int(phases["cycles"].sum())
 
 
 def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None,

@@ -49,12 +49,13 @@ def hardware_figure(workload: str, options: Any = None) -> dict | None:
     return rows.row(0, named=True) if rows.height else None
 
 
-def numbers(c: Any) -> pl.DataFrame:
-    """Every headline number of compilation ``c`` (NUMBERS_SCHEMA), labelled with what it is."""
+def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every headline number of compilation ``c`` (NUMBERS_SCHEMA), labelled with what it is (``summary``:
+    ``c.summary()`` when the caller has it already)."""
     from toolkit.profile import crop
 
     chosen = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
-    s = c.summary().row(0, named=True)
+    s = (c.summary() if summary is None else summary).row(0, named=True)
     hw = hardware_figure(c.workload, c.options)
     rows = [
         ("cycles", "screen estimate", chosen["est_cycles"], "cycles",
@@ -92,16 +93,10 @@ def numbers(c: Any) -> pl.DataFrame:
 
 def op_cycles(c: Any) -> pl.DataFrame:
     """Lowered cycles and bytes received per (op, phase kind) of compilation ``c``, repeat instances multiplied in."""
-    inst = dict(zip(c.schedule.repeats["block"].to_list(), c.schedule.repeats["instances"].to_list(), strict=True))
-    times = pl.col("block").replace_strict(inst, default=1, return_dtype=pl.Int64)
-    received = c.schedule.transfers.group_by("phase").agg(pl.col("size_bytes").sum().alias("bytes"))
-    phases = (c.schedule.phases
-              .join(c.exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")
-              .join(received, on="phase", how="left")
-              .with_columns((pl.coalesce("lowered", "est_cycles") * times).alias("cycles"),
-                            (pl.col("bytes").fill_null(0) * times).alias("bytes")))
+    from toolkit.pipeline import phase_cycles
     order = {n: i for i, n in enumerate(c.graph.ops["name"].to_list())}
-    return (phases.group_by(pl.col("name").alias("op"), "kind").agg(pl.col("cycles").sum(), pl.col("bytes").sum())
+    return (phase_cycles(c.schedule, c.exchange)
+            .group_by(pl.col("name").alias("op"), "kind").agg(pl.col("cycles").sum(), pl.col("bytes").sum())
             .with_columns(pl.col("op").replace_strict(order, default=len(order)).alias("_at"))
             .sort("_at", "kind").drop("_at"))
 

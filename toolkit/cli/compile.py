@@ -88,7 +88,8 @@ def compile_cmd(
     if as_json:
         show(summary, "summary", as_json=True)
     else:  # every number with what it is and its unit, then the layout it belongs to
-        numbers = c.numbers().select(
+        labelled = c.numbers(summary)   # extra columns (cropped cycles, check) are ignored
+        numbers = labelled.select(
             "quantity", "kind", pl.col("value").map_elements(lambda v: f"{v:,}", return_dtype=pl.String), "unit",
             pl.col("vs_hardware").round(2).cast(pl.String).fill_null(""))
         if result is not None:
@@ -97,7 +98,7 @@ def compile_cmd(
                 "value": [f"{'passed' if result.passed else 'FAILED'}, max abs error {result.max_abs_error:.3g}"],
                 "unit": [""], "vs_hardware": [""]})])
         show(numbers, f"{c.workload}: what each number is")
-        hw = c.numbers().filter(pl.col("kind") == "measured on hardware")
+        hw = labelled.filter(pl.col("kind") == "measured on hardware")
         if hw.height:   # say whose program the hardware figure measured
             typer.echo(f"measured on hardware: {hw['source'][0]}", err=True)
         layout = summary.select("row_block", "plans", "weight_class", "fused_qkv", "placed")

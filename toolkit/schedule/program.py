@@ -122,16 +122,7 @@ class Program:
         src_off = _offset(src, pieces["src_chunk"], pieces, b)
         dst_off = _offset(need, pieces["dst_chunk"], pieces, b)
         local = pieces["src_tile"] == pieces["dst_tile"]
-        if local.any():
-            idx = np.nonzero(local)[0]
-            rows, cols = pieces["r1"][idx] - pieces["r0"][idx], pieces["c1"][idx] - pieces["c0"][idx]
-            cmd = self.commands.add(len(idx), phase=cphase, tile=pieces["dst_tile"][idx], op_id=-1, kernel="copy",
-                                    rows=rows, cols=cols, inner=0, groups=pieces["g1"][idx] - pieces["g0"][idx],
-                                    calls=1, launches=1, est_cycles=copy_cycles(size[idx], self.target),
-                                    dtype="f16", weight_class="", panels=0, cast_cycles=0)
-            self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
-            self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
-            self.use(src_obj[idx], cphase)
+        self._copies(np.nonzero(local)[0], pieces, pieces["dst_tile"], size, src_obj, src_off, dst_obj, dst_off, cphase)
         remote = np.nonzero(~local)[0]
         if len(remote):
             # one logical transfer per (source chunk, destination chunk): replicas are multicast destinations
@@ -161,18 +152,9 @@ class Program:
              rect: dict[str, np.ndarray], src_tile: np.ndarray, dst_tile: np.ndarray, nbytes: int, tensor: int,
              xphase: int, cphase: int) -> None:
         """Point-to-point moves at explicit offsets: one transfer per remote row, a copy command per local one."""
-        rows, cols, groups = rect["r1"] - rect["r0"], rect["c1"] - rect["c0"], rect["g1"] - rect["g0"]
-        size = rows * cols * groups * nbytes
+        size = (rect["r1"] - rect["r0"]) * (rect["c1"] - rect["c0"]) * (rect["g1"] - rect["g0"]) * nbytes
         local = src_tile == dst_tile
-        idx = np.nonzero(local)[0]
-        if len(idx):
-            cmd = self.commands.add(len(idx), phase=cphase, tile=dst_tile[idx], op_id=-1, kernel="copy",
-                                    rows=rows[idx], cols=cols[idx], inner=0, groups=groups[idx], calls=1, launches=1,
-                                    est_cycles=copy_cycles(size[idx], self.target), dtype="f16", weight_class="",
-                                    panels=0, cast_cycles=0)
-            self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
-            self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
-            self.use(src_obj[idx], cphase)
+        self._copies(np.nonzero(local)[0], rect, dst_tile, size, src_obj, src_off, dst_obj, dst_off, cphase)
         far = np.nonzero(~local)[0]
         if len(far):
             tid = self.transfer_count + np.arange(len(far))
@@ -182,6 +164,21 @@ class Program:
                                src_offset=src_off[far], dst_offset=dst_off[far], src_object=src_obj[far],
                                dst_object=dst_obj[far], **{k: v[far] for k, v in rect.items()})
             self.use(src_obj[far], xphase)
+
+    def _copies(self, idx: np.ndarray, rect: dict[str, np.ndarray], tile: np.ndarray, size: np.ndarray,
+                src_obj: np.ndarray, src_off: np.ndarray, dst_obj: np.ndarray, dst_off: np.ndarray,
+                cphase: int) -> None:
+        """One local copy command per selected piece (a piece whose source and destination share a tile)."""
+        if not len(idx):
+            return
+        cmd = self.commands.add(len(idx), phase=cphase, tile=tile[idx], op_id=-1, kernel="copy",
+                                rows=rect["r1"][idx] - rect["r0"][idx], cols=rect["c1"][idx] - rect["c0"][idx],
+                                inner=0, groups=rect["g1"][idx] - rect["g0"][idx], calls=1, launches=1,
+                                est_cycles=copy_cycles(size[idx], self.target), dtype="f16", weight_class="",
+                                panels=0, cast_cycles=0)
+        self.operands.add(len(idx), command_id=cmd, object_id=src_obj[idx], role="in", offset=src_off[idx])
+        self.operands.add(len(idx), command_id=cmd, object_id=dst_obj[idx], role="out", offset=dst_off[idx])
+        self.use(src_obj[idx], cphase)
 
 
 def _offset(layout: Layout, chunk: np.ndarray, pieces: dict[str, np.ndarray], nbytes: int) -> np.ndarray:

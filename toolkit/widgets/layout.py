@@ -52,11 +52,12 @@ def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilati
 
 def _compared(c: Compilation) -> pl.DataFrame:
     """One compilation's compare row: its summary with the cycles labelled (compute/exchange/sync are lowered)."""
-    n = c.numbers().filter(pl.col("quantity") == "cycles")
+    summary = c.summary()
+    n = c.numbers(summary).filter(pl.col("quantity") == "cycles")
     simulated = n.filter(pl.col("kind") == "simulated")
     sim = simulated["value"].item() if simulated.height else None
     ratio = simulated["vs_hardware"].item() if simulated.height else None
-    return c.summary().rename({"est_cycles": "lowered_cycles"}).with_columns(
+    return summary.rename({"est_cycles": "lowered_cycles"}).with_columns(
         pl.lit(sim, dtype=pl.Int64).alias("simulated_cycles"), pl.lit(ratio, dtype=pl.Float64).alias("vs_hardware"),
     ).select(list(COMPARE_COLUMNS))
 
