@@ -148,9 +148,14 @@ class ExchangePlan:
     src_obj: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # source object of each run
 
 
+def _iterated(src_obj: np.ndarray, sram: Sram) -> np.ndarray:
+    """The runs' source objects where any is iterated (decided once per phase), else nothing to shift."""
+    return src_obj if len(src_obj) and sram.stride[src_obj].any() else src_obj[:0]
+
+
 def instance_shift(src_obj: np.ndarray, sram: Sram, repeat_index) -> np.ndarray | int:
     """Byte shift of runs read from iterated objects (gathered weights) in one repeat instance: ``i * stride``."""
-    if not len(src_obj) or not sram.stride[src_obj].any():
+    if not len(src_obj):   # no iterated source in the phase (see _iterated)
         return 0
     return sram.stride[src_obj] * repeat_index(src_obj)
 
@@ -207,7 +212,7 @@ def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, 
         })
     return ExchangePlan(src_flat=sflat, stream_pos=tstart[piece] + packed, src_len=slen,
                         stream_bytes=int(tsize.sum()), recv_bytes=int(size.sum()), passes=plan_passes,
-                        src_obj=src[piece])
+                        src_obj=_iterated(src[piece], sram))
 
 
 def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: np.ndarray,
@@ -291,7 +296,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
         _bounds(sram, dflat, dlen, f"copies of phase {phase}")
         copy = (sflat, bstart[piece] + packed, slen, dflat, bstart[dpiece] + dpacked, dlen)
         total = int(nbytes.sum())
-        copy_obj = src[piece]
+        copy_obj = _iterated(src[piece], sram)
     kc = cmds[~is_copy]
     groups: list[Group] = []
     if len(kc):
