@@ -135,7 +135,8 @@ def occupancy_heatmap(
         .add_params(pick)
         .properties(
             width=target.grid_columns * cell_px, height=rows * cell_px,
-            title=f"peak {column} per tile: {target.tiles} tiles of {target.name}, capacity {capacity:,} B",
+            title=(f"peak {column} per tile" if color == "fraction" else f"free bytes at each tile's {column} peak")
+            + f": {target.tiles} tiles of {target.name}, capacity {capacity:,} B",
         )
     )
 

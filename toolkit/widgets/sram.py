@@ -54,7 +54,10 @@ class SramExplorer:
             value=-1, description="pick")
         self.color = w.Dropdown(options=list(MAP_COLORS), value=color, description="colour by")
         self.status = w.HTML()
-        self.heatmap = chart_widget(occupancy_heatmap(occ, self.target, failures=compilation.placement.failures))
+        # free bytes at each tile's peak, over the tiles' own range: near-equal tiles stay apart (a 0..100 %
+        # capacity scale paints a lightly used chip one flat colour)
+        self.heatmap = chart_widget(occupancy_heatmap(occ, self.target, color="headroom",
+                                                      failures=compilation.placement.failures))
         self.heatmap.selections.observe(self._clicked, names="picked_tile")
         self.map_chart = chart_widget(None)
         self.breakdown_chart = chart_widget(None)
