@@ -93,12 +93,32 @@ def test_heatmap_spec(synthetic) -> None:
     enc = spec["encoding"]
     assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == ("column", "row", "fraction")
     assert {t["field"] for t in enc["tooltip"]} == {"tile", "peak_bytes", "percent", "peak_event", "headroom_bytes",
+                                                 "largest_free_at_peak_bytes", "min_largest_free_bytes",
                                                  "row", "column"}
     assert spec["width"] == 46 * 12 and spec["height"] == 32 * 12
     assert spec["params"][0]["name"] == "picked_tile"
     rows = dataset(spec, spec)
     assert len(rows) == 1472
     assert {(r["row"], r["column"]) for r in rows} == {(t // 46, t % 46) for t in range(1472)}
+
+
+def test_largest_free_span(synthetic) -> None:
+    """Fragmentation per tile: the free span at the peak event and the smallest over all events."""
+    _, _, occ = synthetic
+    occ = occ.with_columns((pl.col("free_bytes") // (pl.col("event") + 2)).alias("largest_free_bytes"))
+    peaks = vm.tile_peaks(occ, TARGET).filter(pl.col("tile") < 8).sort("tile")
+    per_tile = occ.group_by("tile").agg(pl.col("largest_free_bytes").min()).sort("tile")
+    assert peaks["min_largest_free_bytes"].to_list() == per_tile["largest_free_bytes"].to_list()
+    at_peak = peaks.join(occ, left_on=["tile", "peak_event"], right_on=["tile", "event"]).sort("tile")
+    assert at_peak["largest_free_at_peak_bytes"].to_list() == at_peak["largest_free_bytes"].to_list()
+    spec = vm.occupancy_heatmap(occ, TARGET, color="largest_free").to_dict()
+    assert spec["encoding"]["color"]["field"] == "min_largest_free_bytes"
+    low, high = spec["encoding"]["color"]["scale"]["domain"]
+    # over the tiles that hold objects (idle tiles have a null span)
+    assert (low, high) == (peaks["min_largest_free_bytes"].min(), peaks["min_largest_free_bytes"].max())
+    assert "fragmentation" in spec["title"]
+    no_span = vm.tile_peaks(occ.drop("largest_free_bytes"), TARGET)
+    assert no_span["min_largest_free_bytes"].null_count() == TARGET.tiles
 
 
 def test_heatmap_values(synthetic) -> None:

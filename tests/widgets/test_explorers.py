@@ -102,6 +102,11 @@ def test_sram_explorer_tile_picker(small):
     assert ex.map_chart.chart.to_dict()["title"].startswith(f"tile {other}:")
     assert ex.breakdown_chart.chart.to_dict()["title"].startswith(f"tile {other} peaks at event")
     assert ex.over_time_chart.chart.to_dict()["title"] == f"tile {other}: live bytes per event"
+    ex.tile.value = busiest   # the slider moves the list too: it never shows a stale pick
+    assert ex.busiest.value == busiest
+    unlisted = next(t for t in range(small.target.tiles) if t not in set(ex.peaks["tile"].head(12).to_list()))
+    ex.tile.value = unlisted
+    assert ex.busiest.value == -1 and ex.tile.value == unlisted
     ex.color.value = "class"
     assert ex.map_chart.chart.to_dict()["layer"][0]["encoding"]["color"]["field"] == "class"
 

@@ -37,7 +37,9 @@ DEFAULT_MAX_ROWS = 5000
 TILE_PEAKS_SCHEMA: Schema = {
     "tile": pl.Int32, "row": pl.Int32, "column": pl.Int32, "peak_bytes": pl.Int64,
     "capacity_bytes": pl.Int64, "fraction": pl.Float64, "percent": pl.Float64, "peak_event": pl.Int32,
+    "largest_free_at_peak_bytes": pl.Int64, "min_largest_free_bytes": pl.Int64,
 }
+HEATMAP_COLORS = ("fraction", "headroom", "largest_free")
 MAP_COLORS = ("kind", "class", "access", "region")
 BREAKDOWN_BY = ("kind", "class", "access", "lifetime")   # lifetime: always live (the whole program) or transient
 _OCCUPANCY_VALUES = ("live_bytes", "standard_bytes", "interleaved_bytes", "region0_bytes", "region1_bytes")
@@ -48,14 +50,25 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
     """One row per tile of ``target`` (TILE_PEAKS_SCHEMA): peak of ``value`` over events, its
     capacity and fraction, the earliest event at the peak, and the tile's chip-grid cell.
 
+    Fragmentation: ``largest_free_at_peak_bytes`` is the largest free contiguous span at the peak
+    event, ``min_largest_free_bytes`` the smallest such span over the tile's events (the largest
+    object that could still be placed at the tile's most fragmented moment). Both are null where
+    the occupancy frame has no ``largest_free_bytes`` (or the tile no rows).
+
     Tiles without occupancy rows have peak 0 and a null ``peak_event``.
     """
     column = _value(value)
     occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", column), "occupancy")
     _check_tiles(occ["tile"], target, "occupancy")
+    if "largest_free_bytes" not in occ.columns:
+        occ = occ.with_columns(pl.lit(None, dtype=pl.Int64).alias("largest_free_bytes"))
+    at_peak = pl.col(column) == pl.col(column).max()
+    first_peak = pl.col("event") == pl.col("event").filter(at_peak).min()
     per_tile = occ.group_by("tile").agg(
         pl.col(column).max().alias("peak_bytes"),
-        pl.col("event").filter(pl.col(column) == pl.col(column).max()).min().alias("peak_event"),
+        pl.col("event").filter(at_peak).min().alias("peak_event"),
+        pl.col("largest_free_bytes").filter(first_peak).first().alias("largest_free_at_peak_bytes"),
+        pl.col("largest_free_bytes").min().alias("min_largest_free_bytes"),
     )
     capacity = _capacity(target, column)
     cols = target.grid_columns
@@ -84,11 +97,14 @@ def occupancy_heatmap(
     Tiles with rows in ``failures`` (FAILURES_SCHEMA) get a red outline and their first
     failure's reason in the tooltip. Clicking a cell selects the tile (selection ``picked_tile``).
     ``color="headroom"`` colours the free bytes at each tile's peak over the range the tiles span,
-    so near-equal tiles (92.5 % against 92.6 %) are told apart.
+    so near-equal tiles (92.5 % against 92.6 %) are told apart; ``color="largest_free"`` colours
+    the smallest largest free span over events (fragmentation: the biggest object that still fits
+    at the tile's tightest moment).
     """
     column = _value(value)
-    if color not in ("fraction", "headroom"):
-        msg = f"color={color!r} must be 'fraction' (peak / capacity) or 'headroom' (free bytes at the peak)"
+    if color not in HEATMAP_COLORS:
+        msg = (f"color={color!r} must be 'fraction' (peak / capacity), 'headroom' (free bytes at the peak) or "
+               "'largest_free' (smallest largest free span over events)")
         raise OptionError(msg, field="color", value=color)
     peaks = tile_peaks(occupancy, target, value=column).with_columns(
         (pl.col("capacity_bytes") - pl.col("peak_bytes")).alias("headroom_bytes"))
@@ -97,6 +113,8 @@ def occupancy_heatmap(
         alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
         alt.Tooltip("peak_event:Q", title="event of peak"),
         alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak", format=","),
+        alt.Tooltip("largest_free_at_peak_bytes:Q", title="largest free span at the peak", format=","),
+        alt.Tooltip("min_largest_free_bytes:Q", title="smallest largest free span", format=","),
         alt.Tooltip("row:Q", title="chip row"), alt.Tooltip("column:Q", title="chip column"),
     ]
     stroke: Any = alt.value("white")
@@ -122,11 +140,7 @@ def occupancy_heatmap(
             x=alt.X("column:O", title="chip column",
                     axis=alt.Axis(values=list(range(0, target.grid_columns, 5)), labelAngle=0)),
             y=alt.Y("row:O", title="chip row", axis=alt.Axis(values=list(range(0, rows, 4)))),
-            color=(alt.Color("fraction:Q", title="peak / capacity",
-                             scale=alt.Scale(scheme="viridis", domain=[0.0, top])) if color == "fraction" else
-                   alt.Color("headroom_bytes:Q", title="free bytes at peak",
-                             scale=alt.Scale(scheme="viridis", domain=[int(peaks["headroom_bytes"].min()),
-                                                                      int(peaks["headroom_bytes"].max())]))),
+            color=_heat_color(peaks, color, top),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
             stroke=stroke,
             strokeWidth=stroke_width,
@@ -135,10 +149,24 @@ def occupancy_heatmap(
         .add_params(pick)
         .properties(
             width=target.grid_columns * cell_px, height=rows * cell_px,
-            title=(f"peak {column} per tile" if color == "fraction" else f"free bytes at each tile's {column} peak")
-            + f": {target.tiles} tiles of {target.name}, capacity {capacity:,} B",
+            title=_HEAT_TITLES[color].format(column=column) + f": {target.tiles} tiles of {target.name}, "
+            f"capacity {capacity:,} B",
         )
     )
+
+
+_HEAT_TITLES = {"fraction": "peak {column} per tile", "headroom": "free bytes at each tile's {column} peak",
+                "largest_free": "smallest largest free span per tile (fragmentation)"}
+
+
+def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
+    if color == "fraction":
+        return alt.Color("fraction:Q", title="peak / capacity", scale=alt.Scale(scheme="viridis", domain=[0.0, top]))
+    field, title = (("headroom_bytes", "free bytes at peak") if color == "headroom" else
+                    ("min_largest_free_bytes", "largest free span (B)"))
+    low, high = peaks.select(pl.col(field).min().alias("low"), pl.col(field).max().alias("high")).row(0)
+    domain = [int(low or 0), int(high or 0)]   # over the tiles' own range: near-equal tiles stay apart
+    return alt.Color(f"{field}:Q", title=title, scale=alt.Scale(scheme="viridis", domain=domain))
 
 
 # -- one tile -----------------------------------------------------------------------

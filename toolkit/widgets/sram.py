@@ -62,7 +62,7 @@ class SramExplorer:
         self.map_chart = chart_widget(None)
         self.breakdown_chart = chart_widget(None)
         self.over_time_chart = chart_widget(None)
-        self.tile.observe(lambda _: self.update(), names="value")
+        self.tile.observe(self._moved, names="value")
         self.color.observe(lambda _: self.update(), names="value")
         self.busiest.observe(self._picked, names="value")
         self.widget = w.VBox([self.heatmap, w.HBox([self.tile, self.busiest, self.color]), self.status,
@@ -84,12 +84,21 @@ class SramExplorer:
         self.breakdown_chart.chart = peak_breakdown(objects, placement, occ, self.target, tile, by=self.by)
         self.over_time_chart.chart = occupancy_over_time(occ, [tile], target=self.target).properties(
             title=f"tile {tile}: live bytes per event")
+        span = ("" if row["largest_free_at_peak_bytes"] is None else
+                f"; largest free span {row['largest_free_at_peak_bytes']:,} B at the peak, "
+                f"{row['min_largest_free_bytes']:,} B at its most fragmented event")
         self.status.value = (f"tile {tile}: peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
-                             f"{row['capacity_bytes']:,} B) at event {row['peak_event']}")
+                             f"{row['capacity_bytes']:,} B) at event {row['peak_event']}{span}")
 
     def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         p = self.compilation.placement
         return self.compilation.schedule.objects, p.placement, p.occupancy
+
+    def _moved(self, _: dict) -> None:
+        # the busiest-tiles list follows the tile, whichever control moved it (it showed a stale pick)
+        listed = {value for _, value in self.busiest.options}
+        self.busiest.value = self.tile.value if self.tile.value in listed else -1
+        self.update()
 
     def _picked(self, change: dict) -> None:
         if change["new"] >= 0:

@@ -1,0 +1,90 @@
+"""N-way comparison charts, read through ``to_dict()``: keys, compared names, widths, errors."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import toolkit
+from toolkit.errors import OptionError
+from toolkit.profile import compare
+from toolkit.profile.synthetic import synthetic_profile
+from toolkit.viz import delta_chart, peak_delta_heatmap
+
+TARGET = toolkit.ipu21()
+
+
+def programs(n: int = 3, ops: int = 30) -> pl.DataFrame:
+    """A compare_programs-shaped frame: n compilations, ``ops`` ops x 2 kinds, known deltas."""
+    key = pl.DataFrame({"op": [f"op{i}" for i in range(ops) for _ in (0, 1)],
+                        "kind": ["compute", "exchange"] * ops})
+    names = [f"c{i}" for i in range(n)]
+    cols = {f"{name}_cycles": [1000 + 10 * j * r for r in range(2 * ops)] for j, name in enumerate(names)}
+    cols |= {f"{name}_bytes": [100 * (j + 1) * (r % 2) for r in range(2 * ops)] for j, name in enumerate(names)}
+    out = key.with_columns(**{k: pl.Series(v) for k, v in cols.items()})
+    return out.with_columns(*((pl.col(f"{n}_cycles") - pl.col("c0_cycles")).alias(f"{n}_delta_cycles")
+                              for n in names[1:]))
+
+
+def rows(spec: dict) -> list[dict]:
+    return next(iter(spec["datasets"].values()))
+
+
+def test_delta_chart_n_way_top_rows_fixed_width():
+    spec = delta_chart(programs(n=4), top=10).to_dict()
+    data = rows(spec)
+    assert {r["compared"] for r in data} == {"c1", "c2", "c3"}   # every later compilation against the first
+    keys = spec["encoding"]["y"]["sort"]
+    assert len(keys) == 10 and keys[0] == "op29 · exchange"       # the largest change first
+    assert {r["key"] for r in data} == set(keys)
+    assert spec["width"] == 640
+    assert spec["title"][0] == "change in cycles against c0, per op · phase kind"
+    assert spec["title"][1].startswith("the 10 largest of 60 rows")
+    assert all(r["delta"] == 10 * int(r["compared"][1]) * (2 * int(r["key"].split(" ")[0][2:])
+                                                            + (r["key"].endswith("exchange"))) for r in data)
+
+
+def test_delta_chart_bytes_is_computed_from_the_bytes_columns():
+    data = rows(delta_chart(programs(n=3, ops=5), metric="bytes").to_dict())
+    assert {(r["key"].split(" · ")[1], r["compared"], r["delta"]) for r in data} == {
+        ("compute", "c1", 0), ("compute", "c2", 0), ("exchange", "c1", 100), ("exchange", "c2", 200)}
+
+
+def test_delta_chart_on_profile_comparison():
+    a, b, c = (synthetic_profile(tiles=6, samples_per_tile=8, seed=s) for s in (1, 2, 3))
+    frame = compare(a, b, c, by="kernel", names=["a", "b", "c"])
+    spec = delta_chart(frame).to_dict()
+    assert spec["encoding"]["y"]["title"] == "kernel"
+    assert {r["compared"] for r in rows(spec)} <= {"b", "c"}
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"metric": "seconds"}, r"metric='seconds' is not a comparison metric"),
+    ({"top": 0}, r"top=0 must be a positive number"),
+])
+def test_delta_chart_bad_options(kwargs, match):
+    with pytest.raises(OptionError, match=match):
+        delta_chart(programs(), **kwargs)
+
+
+def test_delta_chart_needs_two_compared():
+    with pytest.raises(OptionError, match="a delta needs two or more"):
+        delta_chart(programs().select("op", "kind", "c0_cycles"))
+    with pytest.raises(OptionError, match="no '<name>_cycles' columns"):
+        delta_chart(pl.DataFrame({"op": ["a"]}))
+
+
+def test_peak_delta_heatmap_one_panel_per_later_compilation():
+    tiles = pl.Series("tile", range(TARGET.tiles), dtype=pl.Int32)
+    frame = pl.DataFrame({"tile": tiles, "a_peak_bytes": 1000, "b_peak_bytes": tiles * 2, "c_peak_bytes": 500})
+    frame = frame.with_columns((pl.col("b_peak_bytes") - pl.col("a_peak_bytes")).alias("b_delta_bytes"),
+                               (pl.col("c_peak_bytes") - pl.col("a_peak_bytes")).alias("c_delta_bytes"))
+    spec = peak_delta_heatmap(frame, TARGET).to_dict()
+    data = rows(spec)
+    assert len(data) == 2 * TARGET.tiles and {r["compared"] for r in data} == {"b", "c"}
+    assert spec["facet"]["column"]["field"] == "compared"
+    assert 2 * spec["spec"]["width"] <= 640   # both panels inside the notebook width
+    domain = spec["spec"]["encoding"]["color"]["scale"]["domain"]
+    assert domain == [-1942, 1942]   # symmetric about zero: tile 1471 holds 2942 - 1000 more
+    with pytest.raises(OptionError, match="no '<name>_delta_bytes' columns"):
+        peak_delta_heatmap(frame.select("tile", "a_peak_bytes", "b_peak_bytes"), TARGET)
