@@ -1,6 +1,6 @@
 """Running the notebooks leaves a checkout clean: the output-stripping git filter and the notebooks' form.
 
-The README's first command runs ``nbstripout --install``, which defines the
+The README's first command runs ``toolkit git-filter``, which defines the
 ``nbstripout`` clean filter that ``.gitattributes`` applies to every notebook:
 git then stores (and compares against) a notebook without outputs, so a user
 who runs the notebooks in JupyterLab and saves them sees no change. That holds
@@ -18,21 +18,24 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from toolkit.cli.gitfilter import EXTRA_KEYS
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def clean(text: str) -> str:
     """What the filter stores for a notebook with this text."""
-    return subprocess.run([sys.executable, "-m", "nbstripout", "-t"], input=text, capture_output=True, text=True,
-                          check=True).stdout
+    command = [sys.executable, "-m", "nbstripout", "-t", "--extra-keys", " ".join(EXTRA_KEYS)]
+    return subprocess.run(command, input=text, capture_output=True, text=True, check=True).stdout
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_in_the_filters_form(path):
     text = path.read_text()
     assert clean(text) == text, (f"{path.name} differs from what the nbstripout filter stores: a fresh checkout "
-                                 f"with the filter would show it modified; rewrite it with `nbstripout {path}`")
+                                 f"with the filter would show it modified; rewrite it with "
+                                 f"`nbstripout --extra-keys '{' '.join(EXTRA_KEYS)}' {path}`")
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -45,8 +48,17 @@ def _executed(path: Path) -> None:
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
         cell.execution_count = i + 1
         cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": f"{i}"}, execution_count=i + 1)]
-    nb.metadata["language_info"] = {"name": "python", "version": "3.11"}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"}
+    nb.metadata["kernelspec"]["display_name"] = "Python 3 (ipykernel)"
     nbformat.write(nb, path)
+
+
+def test_git_filter_outside_a_checkout_names_the_path(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "toolkit", "git-filter", str(tmp_path)], capture_output=True,
+                          text=True)
+    assert done.returncode == 2
+    assert f"path={str(tmp_path)!r} is not inside a git checkout" in done.stderr
+    assert not any(tmp_path.iterdir())   # nothing written
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -60,7 +72,7 @@ def test_running_the_notebooks_leaves_the_checkout_clean(tmp_path):
     _executed(committed[0])
     assert _git("status", "--porcelain", cwd=clone), "without the filter an executed notebook shows as modified"
     _git("checkout", "--", ".", cwd=clone)
-    subprocess.run([sys.executable, "-m", "nbstripout", "--install"], cwd=clone, check=True)   # the README's step
+    subprocess.run([sys.executable, "-m", "toolkit", "git-filter"], cwd=clone, check=True)   # the README's step
     for path in committed:
         _executed(path)
     assert _git("status", "--porcelain", cwd=clone) == ""

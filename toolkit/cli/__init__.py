@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from toolkit.cli import compile as compile_cli
-from toolkit.cli import graph, placement, profile
+from toolkit.cli import gitfilter, graph, placement, profile
 
 app = typer.Typer(
     name="toolkit",
@@ -20,6 +20,7 @@ app.command("compile")(compile_cli.compile_cmd)
 app.command("sweep")(compile_cli.sweep_cmd)
 app.command("workloads")(graph.workloads_cmd)
 app.command("graph")(graph.graph_cmd)
+app.command("git-filter")(gitfilter.git_filter_cmd)
 app.add_typer(profile.app, name="profile")
 app.add_typer(placement.app, name="placement")
 app.add_typer(compile_cli.artifacts_app, name="artifacts")
