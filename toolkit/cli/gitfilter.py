@@ -2,9 +2,10 @@
 
 ``.gitattributes`` sends every notebook through the ``nbstripout`` clean filter;
 this command defines that filter (``nbstripout --install``) and the metadata it
-also strips: what a kernel writes when it runs (``language_info``, the kernel's
-display name), so a notebook run and saved in JupyterLab is, to git, the
-committed one.
+also strips: what a kernel writes when it runs (``language_info``), so a
+notebook run and saved in JupyterLab is, to git, the committed one. (The
+committed notebooks name the kernel as ipykernel does, ``Python 3 (ipykernel)``:
+the schema requires a display name, so it cannot be stripped.)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 
 #: notebook metadata a run rewrites, stripped besides nbstripout's defaults (outputs, counts, widget state)
-EXTRA_KEYS = ("metadata.language_info", "metadata.kernelspec.display_name")
+EXTRA_KEYS = ("metadata.language_info",)
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess:
