@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from toolkit.cli import compile as compile_cli
-from toolkit.cli import gitfilter, graph, placement, profile
+from toolkit.cli import gitfilter, graph, placement, profile, sram
 
 app = typer.Typer(
     name="toolkit",
@@ -23,6 +23,7 @@ app.command("graph")(graph.graph_cmd)
 app.command("git-filter")(gitfilter.git_filter_cmd)
 app.add_typer(profile.app, name="profile")
 app.add_typer(placement.app, name="placement")
+app.add_typer(sram.app, name="sram")
 app.add_typer(compile_cli.artifacts_app, name="artifacts")
 
 

@@ -1,5 +1,6 @@
 """Frame -> altair chart functions (charts are data; tests read ``chart.to_dict()``)."""
 
+from toolkit.viz.compare import delta_chart, peak_delta_heatmap  # noqa: F401
 from toolkit.viz.layout import pareto, tradeoff  # noqa: F401
 from toolkit.viz.memory import memory_map, occupancy_heatmap, peak_breakdown, tile_peaks  # noqa: F401
 from toolkit.viz.occupancy import occupancy_over_time  # noqa: F401
