@@ -193,3 +193,40 @@ def test_phase_bars_keep_numeric_phase_order():
     ex = ProfileExplorer(synthetic_profile(tiles=4, samples_per_tile=40, seed=2))
     order = ex.bars_chart.chart.to_dict()["encoding"]["y"]["sort"]
     assert order == sorted(order, key=int) and "12" in order
+
+
+def test_a_setting_seen_before_redraws_from_its_cached_view(explorer):
+    start = explorer.row_block.value
+    one, two = [v for v in explorer.row_block.options if v != start][:2]
+    explorer.row_block.value = one
+    first = explorer.pareto_chart.chart
+    explorer.row_block.value = two
+    assert explorer.pareto_chart.chart is not first
+    explorer.row_block.value = one
+    assert explorer.pareto_chart.chart is first          # the same chart object: its widget skips the compile
+    assert explorer.compared()["layout"].to_list()[:2] == [f"row_block={one}", f"row_block={two}"]
+
+
+def test_chart_widget_compiles_each_chart_once(monkeypatch):
+    """With VegaFusion, a chart assigned again reuses its compiled state and spec; a new chart compiles."""
+    import altair as alt
+    import polars as pl
+
+    from toolkit.widgets.render import ChartWidget, chart_widget
+    alt.data_transformers.enable("vegafusion")
+    compiles = []
+    original = alt.JupyterChart._init_with_vegafusion
+    monkeypatch.setattr(alt.JupyterChart, "_init_with_vegafusion",
+                        lambda self, tz: (compiles.append(self.chart), original(self, tz))[1])
+    a = alt.Chart(pl.DataFrame({"x": [1, 2, 3]})).mark_point().encode(x="x:Q")
+    b = alt.Chart(pl.DataFrame({"x": [4, 5]})).mark_point().encode(x="x:Q")
+    widget = chart_widget(None)
+    assert isinstance(widget, ChartWidget)
+    widget.local_tz = "UTC"
+    widget.chart = a
+    spec_a = widget.spec
+    widget.chart = b
+    assert widget.spec != spec_a
+    widget.chart = a
+    assert widget.spec == spec_a
+    assert compiles == [a, b]

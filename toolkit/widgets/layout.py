@@ -46,11 +46,11 @@ def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilati
     if not items:
         msg = "compilations is empty; pass at least one Compilation"
         raise OptionError(msg, field="compilations", value=0)
-    rows = [_compared(c).with_columns(pl.lit(str(k)).alias("layout")) for k, c in items]
+    rows = [compared_row(c).with_columns(pl.lit(str(k)).alias("layout")) for k, c in items]
     return pl.concat(rows, how="vertical_relaxed").select("layout", *COMPARE_COLUMNS)
 
 
-def _compared(c: Compilation) -> pl.DataFrame:
+def compared_row(c: Compilation) -> pl.DataFrame:
     """One compilation's compare row: its summary with the cycles labelled (compute/exchange/sync are lowered)."""
     summary = c.summary()
     n = c.numbers(summary).filter(pl.col("quantity") == "cycles")
@@ -87,6 +87,7 @@ class LayoutExplorer:
         self.options = as_options(pins)
         self.history = history
         self._compiled: dict[Options, Compilation] = {}
+        self._views: dict[Options, tuple] = {}   # per setting: status line, both charts, the comparison row
         self._searched: dict[Options, LayoutResult] = {}
         self._order: list[Options] = []
         self._quiet = False
@@ -140,15 +141,17 @@ class LayoutExplorer:
     @property
     def candidates(self) -> pl.DataFrame:
         """Every row block's candidates under the current pins, ``chosen`` = the compiled layout."""
-        opts = self.current_options()
+        return self._candidates(self.current_options(), self.compilation)
+
+    def _candidates(self, opts: Options, compilation: Compilation) -> pl.DataFrame:
         search = self._search(dataclasses.replace(opts, row_block=None, row_shard=None))
         keys = [k for k in (*PARAMETERS, "partials", "plans") if k in search.candidates.columns]
-        picked = self.compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
+        picked = compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
         hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=keys,
                                                     how="left", nulls_equal=True)
         hit = hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
         if not hit["chosen"].any():   # a pinned row block's per-op plans lie outside the unpinned search: add it
-            own = self.compilation.layout.candidates.filter(pl.col("chosen")).with_columns(
+            own = compilation.layout.candidates.filter(pl.col("chosen")).with_columns(
                 pl.lit(int(hit["candidate_id"].max() or 0) + 1, dtype=hit.schema["candidate_id"]).alias("candidate_id"))
             hit = pl.concat([hit, own.select([c for c in hit.columns if c in own.columns])], how="diagonal_relaxed")
         return hit
@@ -156,7 +159,8 @@ class LayoutExplorer:
     def compared(self) -> pl.DataFrame:
         """The compiled layouts so far, most recent first (``compare_layouts`` columns)."""
         recent = list(reversed(self._order))[: self.history]
-        return compare_layouts({pin_label(o): self._compiled[o] for o in recent})
+        return pl.concat([self._view(o)[3].with_columns(pl.lit(pin_label(o)).alias("layout")) for o in recent],
+                         how="vertical_relaxed").select("layout", *COMPARE_COLUMNS)
 
     # -- updates -------------------------------------------------------------------
     def update(self) -> None:
@@ -164,19 +168,31 @@ class LayoutExplorer:
         opts = self.current_options()
         try:
             self.compilation = self._compile(opts)
-            cand = self.candidates
+            status, pareto_chart, tradeoff_chart, _ = self._view(opts)
         except ToolkitError as err:
             self.status.value = f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span>"
             return
-        s = self.compilation.summary().row(0, named=True)
-        self.status.value = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} "
-                             f"row_shard={s['row_shard']} inner_split={s['inner_split']}: "
-                             f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
-                             f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
-                             + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
-        self.pareto_chart.chart = pareto(cand, row_block=s["row_block"])
-        self.tradeoff_chart.chart = tradeoff(cand, x="row_block")
+        self.status.value = status
+        self.pareto_chart.chart = pareto_chart
+        self.tradeoff_chart.chart = tradeoff_chart
         self.table.value = html_table(self.compared(), title="compiled layouts, side by side")
+
+    def _view(self, opts: Options) -> tuple[str, Any, Any, pl.DataFrame]:
+        """What one setting shows (built once per setting; the chart objects are reused, so their widgets
+        skip the compile): the status line, the Pareto and trade-off charts, its comparison row."""
+        if opts not in self._views:
+            c = self._compile(opts)
+            cand = self._candidates(opts, c)
+            summary = c.summary()
+            s = summary.row(0, named=True)
+            status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} "
+                      f"row_shard={s['row_shard']} inner_split={s['inner_split']}: "
+                      f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
+                      f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
+                      + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
+            self._views[opts] = (status, pareto(cand, row_block=s["row_block"]), tradeoff(cand, x="row_block"),
+                                 compared_row(c))
+        return self._views[opts]
 
     def _changed(self, change: dict) -> None:
         if self._quiet:

@@ -34,13 +34,44 @@ def setup(*, vegafusion: bool = True, max_rows: int = DEFAULT_MAX_ROWS) -> None:
         alt.data_transformers.enable("default")
 
 
+#: compiled charts a widget keeps, so a control moved back to a value seen before redraws without a compile
+COMPILED_CHARTS = 16
+
+
+class ChartWidget(alt.JupyterChart):
+    """A JupyterChart that compiles each chart object once.
+
+    With VegaFusion, assigning a chart validates its Vega-Lite spec and compiles
+    it into a chart state (about 0.2 s for a layout chart); assigning the same
+    chart object again (an explorer's cached view) reuses that state and its
+    transformed spec. Charts are immutable once built, so the object is the key.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._states: dict[tuple[int, str], tuple] = {}
+        super().__init__(*args, **kwargs)
+
+    def _init_with_vegafusion(self, local_tz: str) -> None:
+        key = (id(self.chart), local_tz)
+        hit = self._states.get(key)
+        if hit is not None and hit[0] is self.chart:
+            with self.hold_sync():
+                _, self._chart_state, self._js_watch_plan, self.spec = hit
+            return
+        super()._init_with_vegafusion(local_tz)
+        if self.chart is not None:
+            self._states[key] = (self.chart, self._chart_state, self._js_watch_plan, self.spec)
+            while len(self._states) > COMPILED_CHARTS:
+                self._states.pop(next(iter(self._states)))
+
+
 def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
-    """A JupyterChart (offline) showing ``chart``; replace ``widget.chart`` to update it in place.
+    """A chart widget (offline) showing ``chart``; replace ``widget.chart`` to update it in place.
 
     Drawn as SVG, so titles and labels are text a browser test (or a reader's search) can find.
     """
     alt.JupyterChart.enable_offline()
-    return alt.JupyterChart(chart, embed_options={"renderer": "svg"})  # type: ignore[arg-type]  # None is allowed
+    return ChartWidget(chart, embed_options={"renderer": "svg"})  # type: ignore[arg-type]  # None is allowed
 
 
 def html_table(df: pl.DataFrame, *, title: str = "") -> str:
