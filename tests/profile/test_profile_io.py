@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from toolkit.errors import FormatError
 from toolkit.profile import Profile, read_capnp, synthetic_profile, write_capnp
-from toolkit.profile.capnp_io import schema
+from toolkit.profile.capnp_io import SOURCE_KEY, schema
 from toolkit.profile.parquet_io import read_parquet, read_profile, write_parquet
 
 
@@ -26,6 +27,31 @@ def test_capnp_round_trip_v5(tmp_path: Path) -> None:
     path = write_capnp(p, tmp_path / "run.capnp")
     _same(p, read_capnp(path))
     _same(p, read_profile(path))
+
+
+@pytest.mark.parametrize("source", ["hardware", "simulated"])
+def test_capnp_keeps_the_source(tmp_path: Path, source: str) -> None:
+    """The format has no source field: the writer records it as one metadata entry the reader takes back out."""
+    p = synthetic_profile(4, 6, seed=2, source=source)
+    back = read_capnp(write_capnp(p, tmp_path / "run.capnp.gz"))
+    assert back.source == source
+    assert back.metadata.equals(p.metadata)   # the entry does not show among the profile's own metadata
+    with schema().Profile.from_bytes(gzip.decompress((tmp_path / "run.capnp.gz").read_bytes())) as msg:
+        first = msg.tiles[0].samples[0].step.metadata
+        assert [(m.name, m.value) for m in first][-1] == (SOURCE_KEY, source)
+
+
+def test_capnp_without_a_source_entry_reads_as_hardware(tmp_path: Path) -> None:
+    assert read_capnp(_build(5, tmp_path / "hw.capnp")).source == "hardware"
+
+
+def test_capnp_bad_source_entry(tmp_path: Path) -> None:
+    p = synthetic_profile(2, 3, seed=1, source="simulated")
+    path = write_capnp(p, tmp_path / "run.capnp")
+    data = path.read_bytes().replace(b"simulated", b"imagined!")
+    path.write_bytes(data)
+    with pytest.raises(FormatError, match=r"toolkit.source=\['imagined!'\] must be one of"):
+        read_capnp(path)
 
 
 def test_pycapnp_reads_what_we_write(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_small_profile_draws_every_piece_with_the_renderer_categories():
     assert "every category piece of 4 tiles" in json.dumps(spec["title"])
     assert _widths(spec) == [rh.PLOT_PX]
     facts = dict(report.facts)
-    assert facts["file"] == "four.parquet" and facts["source"] == "simulated" and facts["tiles"] == "4"
+    assert facts["file"] == "four.parquet" and facts["source"].startswith("simulated (") and facts["tiles"] == "4"
     assert facts["clock"] == "1,500.0 MHz" and facts["cropped cycles"].endswith("renderer's default)")
     assert " cycles = " in facts["cropped cycles"] and " µs " in facts["shared clock"]
     headings = [s.heading for s in report.sections]

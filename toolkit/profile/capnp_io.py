@@ -12,6 +12,11 @@ synchronization/idle kinds from 3, exchange activities and event cycles from
 The writer emits one segment laid out in bulk: root, tiles, per-tile sample
 lists, steps, activity and metadata lists, then each distinct text once
 (several pointers may share one text, which the encoding allows).
+
+The format does not say whether a profile was measured or simulated. The
+writer records it as one metadata entry (``SOURCE_KEY``) on the first step of
+the first tile, and the reader takes it back out; a file without the entry
+(every file the hardware tool writes) reads as ``source="hardware"``.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ from toolkit import tables
 from toolkit.errors import FormatError
 from toolkit.files import atomic_write
 from toolkit.profile import wire
-from toolkit.profile.model import DEFAULT_CLOCK_HZ, SCHEMA_VERSIONS, Profile, validate
+from toolkit.profile.model import DEFAULT_CLOCK_HZ, SCHEMA_VERSIONS, SOURCES, Profile, validate
 from toolkit.profile.wire import Wire
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 WRITE_VERSION = 5
 KIND_SINCE = {"exchange": 1, "compute": 1, "synchronization": 3, "idle": 3}
 ACTIVITY_SINCE = {"send": 4, "receive": 4, "partnerBusy": 5}
+#: the metadata entry that records a written profile's source (hardware | simulated)
+SOURCE_KEY = "toolkit.source"
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -158,9 +165,22 @@ def read_capnp(path: str | os.PathLike[str]) -> Profile:
         activities = _read_activities(w, st, stdw, stpw, tile, within, sample_where, version)
     else:
         activities = tables.empty(tables.ACTIVITIES_SCHEMA)
+    source, metadata = _source(metadata, file)
     profile = Profile(samples=samples, activities=activities, metadata=metadata,
-                      clock_hz=float(clock) if clock else DEFAULT_CLOCK_HZ, schema_version=version, source="hardware")
+                      clock_hz=float(clock) if clock else DEFAULT_CLOCK_HZ, schema_version=version, source=source)
     return validate(profile, file=file)
+
+
+def _source(metadata: pl.DataFrame, file: str) -> tuple[str, pl.DataFrame]:
+    """The source the writer recorded (``hardware`` when none is), and the metadata without that entry."""
+    marked = metadata.filter(pl.col("name") == SOURCE_KEY)
+    if marked.height == 0:
+        return "hardware", metadata
+    values = marked["value"].unique().to_list()
+    if len(values) != 1 or values[0] not in SOURCES:
+        msg = f"metadata {SOURCE_KEY}={values!r} must be one of {SOURCES} (once)"
+        raise FormatError(msg, file=file, field=SOURCE_KEY, value=values)
+    return values[0], metadata.filter(pl.col("name") != SOURCE_KEY)
 
 
 def _check_codes(w: Wire, code: np.ndarray, names: tuple[str, ...], since: dict[str, int], version: int,
@@ -241,7 +261,7 @@ def encode(profile: Profile) -> bytes:
     n_tiles = len(tile_ids)
     row = samples.select("tile", "sample").with_row_index("_row")
     act = _attach_rows(profile.activities, row)
-    meta = _attach_rows(profile.metadata, row)
+    meta = _attach_rows(_marked(profile, samples), row)
     n_act, n_meta = np.bincount(act["_row"], minlength=n), np.bincount(meta["_row"], minlength=n)
 
     texts = pa.chunked_array([s.to_arrow().cast(pa.large_string()) for s in (
@@ -337,6 +357,17 @@ def encode(profile: Profile) -> bytes:
     dest = np.repeat(text_at * 8, text_len) + _within(text_len)
     raw[dest] = blob[offs[0]:offs[-1]]
     return wire.frame_message(words)
+
+
+def _marked(profile: Profile, samples: pl.DataFrame) -> pl.DataFrame:
+    """The metadata to write: the profile's own, then its source on the first sample of the first tile."""
+    own = profile.metadata.filter(pl.col("name") != SOURCE_KEY)
+    if samples.height == 0:
+        return own
+    first = samples.row(0, named=True)
+    mark = pl.DataFrame({"tile": [first["tile"]], "sample": [first["sample"]], "name": [SOURCE_KEY],
+                         "value": [profile.source]}).cast(tables.METADATA_SCHEMA)
+    return pl.concat([own.cast(tables.METADATA_SCHEMA), mark])
 
 
 def _within(count: np.ndarray) -> np.ndarray:

@@ -28,6 +28,9 @@ HALF = 1 << 31
 DEFAULT_CLOCK_HZ = 1.5e9
 SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 SOURCES = ("hardware", "simulated")
+#: what each source means, in the words reports use
+SOURCE_MEANING = {"simulated": "simulated (this toolkit's cycle simulator)",
+                  "hardware": "measured on hardware (a profile file that does not say it was simulated)"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

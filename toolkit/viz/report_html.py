@@ -29,7 +29,7 @@ import polars as pl
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import atomic_write, check_output, check_parent
 from toolkit.profile import CATEGORIES, barriers, category_cycles, crop, idle, query, timeline_categories
-from toolkit.profile.model import Profile
+from toolkit.profile.model import SOURCE_MEANING, Profile
 from toolkit.target import Target, ipu21
 from toolkit.viz.memory import memory_map, occupancy_heatmap, peak_breakdown, tile_peaks
 from toolkit.viz.palette import color_of
@@ -109,7 +109,7 @@ def profile_report(profile: Profile, *, name: str = "profile", shared_clock: boo
     view = shared if shared_clock else cropped
     mhz = profile.clock_hz / 1e6
     facts = (
-        ("file", name), ("source", profile.source), ("clock", f"{mhz:,.1f} MHz"),
+        ("file", name), ("source", SOURCE_MEANING.get(profile.source, profile.source)), ("clock", f"{mhz:,.1f} MHz"),
         ("tiles", f"{view.tiles:,}"), ("samples", f"{profile.samples.height:,}"),
         ("cropped cycles", f"{cropped.cropped_cycles:,} cycles = {cropped.cropped_seconds * 1e6:,.2f} µs "
                            "(origin: the latest first-sample start, the hardware renderer's default)"),
