@@ -6,7 +6,10 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "toolkit"
-FOUNDATION = {"errors", "tables", "target", "costs", "numerics", "options", "files", "intervals"}
+FOUNDATION = {"errors", "tables", "target", "costs", "numerics", "options", "files", "intervals", "fields"}
+#: the driver and what sits on it: no stage (nor the foundation or profile) imports these, not even for types
+DRIVER = {"pipeline", "report", "artifacts", "artifacts_compare", "sweep", "viz", "widgets", "cli", "testing",
+          "__init__", "__main__"}
 PIPELINE = ["graph", "layout", "schedule", "exchange", "tiles", "package", "placement", "simulate", "check"]
 # cross-cutting modules and what they may use
 ALLOWED = {
@@ -29,9 +32,11 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, *, typing_too: bool = False) -> set[str]:
+    """The toolkit areas ``path`` imports anywhere (functions included); ``typing_too`` counts the imports under
+    ``if TYPE_CHECKING:`` too."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
+    skip = set() if typing_too else _type_checking_nodes(tree)
     found = set()
     for node in ast.walk(tree):
         if id(node) in skip:
@@ -71,3 +76,38 @@ def test_op_behaviour_comes_from_the_rule_column_not_the_name():
                     and "+" not in ast.unparse(node.args[0] if node.args else node)):
                 offenders.append(f"{p.relative_to(PKG)}:{node.lineno}: {ast.unparse(node)}")
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize("area", [*PIPELINE, "profile", *sorted(FOUNDATION)])
+def test_no_stage_imports_the_driver_not_even_for_types(area):
+    """A stage takes earlier stages' results; it never reaches back into the driver (``pipeline.Compilation``),
+    the reports or the front ends, including under ``TYPE_CHECKING`` and inside functions."""
+    paths = [p for p in PKG.rglob("*.py") if _area(p) == area]
+    assert paths, area
+    bad = {p.relative_to(PKG).as_posix(): sorted(_imports(p, typing_too=True) & DRIVER) for p in paths}
+    assert not {k: v for k, v in bad.items() if v}, f"{area} imports the driver: {bad}"
+
+
+#: the front ends: what each may import (viz draws frames and may name stage result types; widgets drive compiles)
+FRONT_ENDS = {
+    "viz": {"widgets", "cli", "pipeline", "sweep"},
+    "widgets": {"cli", "sweep"},
+}
+
+
+@pytest.mark.parametrize("area", sorted(FRONT_ENDS))
+def test_front_ends_stay_in_their_layer(area):
+    paths = [p for p in PKG.rglob("*.py") if _area(p) == area]
+    assert paths, area
+    banned = FRONT_ENDS[area]
+    bad = {p.relative_to(PKG).as_posix(): sorted(_imports(p, typing_too=True) & banned) for p in paths}
+    assert not {k: v for k, v in bad.items() if v}, f"{area} imports {banned}: {bad}"
+    if area == "viz":   # charts take frames: the artifacts reader only for types
+        runtime = {p.relative_to(PKG).as_posix(): sorted(_imports(p) & {"artifacts"}) for p in paths}
+        assert not {k: v for k, v in runtime.items() if v}, runtime
+
+
+def test_cli_is_imported_by_nothing_but_the_entry_point():
+    users = [p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py")
+             if _area(p) not in ("cli", "__main__") and "cli" in _imports(p, typing_too=True)]
+    assert not users, users

@@ -81,3 +81,35 @@ def test_every_preset_places(workload):
     assert chosen["placed"].item() is True
     placed = c.placement.placement
     assert placed["address"].null_count() == 0 and set(placed["tile"].unique()) >= set(c.tiles.per_tile["tile"])
+
+
+def test_stages_take_earlier_results_and_a_compilation_stands_for_them(small):
+    """simulate / roofline / check are typed functions of stage results; a Compilation may stand for them all."""
+    from toolkit.check import check
+    from toolkit.simulate import roofline, simulate
+    direct = simulate(small.schedule, small.exchange, small.tiles, small.target)
+    assert direct.samples.equals(simulate(small).samples)
+    assert roofline(small.graph, small.schedule, small.target).equals(roofline(small))
+    with pytest.raises(OptionError, match=r"missing \['tiles', 'target'\]"):
+        simulate(small.schedule, small.exchange)
+    with pytest.raises(OptionError, match=r"missing \['placement'\]"):
+        check(small.graph, small.schedule)
+
+
+def test_finalists_are_tried_in_order_until_one_places(small):
+    from toolkit.layout.finalists import Finalist, choose_finalist, finalist_order
+    order = finalist_order(small.layout)
+    assert order[0] == int(small.layout.candidates.filter(pl.col("chosen"))["candidate_id"].item())
+    tried = []
+
+    def build(cid, places=frozenset(order[1:2])):
+        tried.append(cid)
+        return Finalist(f"built {cid}", cid in places, 1000 + len(tried))
+
+    layout, built = choose_finalist(small.layout, build)
+    assert tried == order[:2] and built == f"built {order[1]}"   # the first that places is kept
+    cand = layout.candidates.filter(pl.col("candidate_id").is_in(order[:2])).sort("lowered_cycles")
+    assert cand["placed"].to_list() == [False, True] and cand["chosen"].to_list() == [False, True]
+    tried.clear()
+    layout, built = choose_finalist(small.layout, lambda cid: build(cid, places=frozenset()))
+    assert tried == order and built == f"built {order[0]}"   # none places: the first try is kept

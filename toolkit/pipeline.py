@@ -5,33 +5,40 @@ open any intermediate (``c.schedule.transfers``) or all of them
 (``c.frames()``). Nothing is printed: progress goes to an optional callback
 ``progress(stage, index, total)``.
 
-Exact placement runs only on finalists: the layout search ranks a beam; the
-best one is scheduled, lowered and placed, and when placement fails the next
-beam member is tried (the candidates frame records ``placed`` for each try).
-When none places, the compilation of the best try is returned with its
-placement failures, so the notebook can show why.
+``compile`` reads top to bottom: each stage is a typed function of earlier
+results, verified as it returns, and the :class:`Compilation` is assembled
+once at the end. Exact placement runs only on finalists: the layout search
+ranks a beam and :func:`toolkit.layout.finalists.choose_finalist` (the layout
+stage's rule) tries them in order through the later stages until one places
+(the candidates frame records ``placed`` and ``lowered_cycles`` for each
+try). When none places, the first try is returned with its placement
+failures, so the notebook can show why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from toolkit.check import check
 from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout.finalists import Finalist, choose_finalist
 from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
 from toolkit.profile import Profile
 from toolkit.schedule import Schedule, schedule
 from toolkit.schedule.verify import verify_schedule
+from toolkit.simulate import simulate
 from toolkit.target import Target, ipu21
 from toolkit.tiles import TilePrograms, lower_tiles
 
@@ -170,51 +177,64 @@ def compile(
     """Compile a workload through every stage, verifying each; see :class:`Compilation`."""
     target = _target(target)
     opts = as_options(options)
-    timings: dict[str, float] = {}
-    notify = progress or (lambda *_: None)
-
-    def step(name: str, fn, *args, **kwargs):
-        notify(name, STAGES.index(name), len(STAGES))
-        start = time.perf_counter()
-        out = fn(*args, **kwargs)
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-        return out
-
-    graph = step("graph", resolve_graph, workload, opts.weight_dtype, opts.early_casts)
-    layout = step("layout", search_layouts, graph, target, opts)
-    beam = (layout.candidates.filter(pl.col("beam"))
-            .sort(pl.col("chosen").not_(), "sched_cycles", "candidate_id"))
-    placed: dict[int, bool] = {}
-    lowered: dict[int, int] = {}
-    best = None
-    for row in beam.iter_rows(named=True):
-        params = layout.params[row["candidate_id"]]
-        g = layout.graphs[params.fused_qkv]
-        sched = step("schedule", _scheduled, g, params, target, layout.tiles)
-        exchange = step("exchange", _lowered, sched, target)
-        tiles = step("tiles", lower_tiles, sched)
-        package = step("package", size_package, sched, exchange, tiles, target)
-        placement = step("placement", _placed, sched, package, target, opts)
-        placed[row["candidate_id"]] = placement.fits
-        lowered[row["candidate_id"]] = lowered_cycles(sched, exchange)
-        if best is None or placement.fits:
-            best = (row["candidate_id"], g, sched, exchange, tiles, package, placement)
-        if placement.fits:
-            break
-    cid, g, sched, exchange, tiles, package, placement = best
-    images = step("placement", _images, package, sched, placement, target)
-    layout = layout.with_choice(cid, placed, lowered)
-    c = Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
-                    exchange=exchange, tiles=tiles, package=package, placement=placement, images=images,
-                    timings=timings)
+    clock = _Clock(progress)
+    with clock("graph"):
+        graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts)
+    with clock("layout"):
+        searched = search_layouts(graph, target, opts)
+    layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(
+        searched, lambda cid: _finalist(searched, cid, target, opts, clock))
+    with clock("placement"):
+        images = _images(package, sched, placement, target)
+    profile = None
     if opts.simulate:
-        from toolkit.simulate import simulate
-        c = dataclasses.replace(c, profile=step("simulate", simulate, c))
+        with clock("simulate"):
+            profile = simulate(sched, exchange, tiles, target)
+    result = None
     if opts.check and placement.fits:
-        from toolkit.check import check
-        c = dataclasses.replace(c, check=step("check", check, c, seed=opts.seed))
-    notify("done", len(STAGES), len(STAGES))
-    return c
+        with clock("check"):
+            result = check(g, sched, placement, exchange, seed=opts.seed)
+    clock.done()
+    return Compilation(workload=graph.name, target=target, options=opts, graph=g, layout=layout, schedule=sched,
+                       exchange=exchange, tiles=tiles, package=package, placement=placement, images=images,
+                       profile=profile, check=result, timings=clock.timings)
+
+
+class _Clock:
+    """Stage timings (seconds, summed over finalists) and the progress callback, one ``with`` per stage."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.timings: dict[str, float] = {}
+        self.notify = progress or (lambda *_: None)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.notify(name, STAGES.index(name), len(STAGES))
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+    def done(self) -> None:
+        self.notify("done", len(STAGES), len(STAGES))
+
+
+def _finalist(layout: LayoutResult, cid: int, target: Target, opts: Options, clock: _Clock) -> Finalist:
+    """One beam member through the later stages, each verified: schedule, exchange, tiles, package, placement."""
+    params = layout.params[cid]
+    g = layout.graphs[params.fused_qkv]
+    with clock("schedule"):
+        sched = _scheduled(g, params, target, layout.tiles)
+    with clock("exchange"):
+        exchange = _lowered(sched, target)
+    with clock("tiles"):
+        tiles = lower_tiles(sched)
+    with clock("package"):
+        package = size_package(sched, exchange, tiles, target)
+    with clock("placement"):
+        placement = _placed(sched, package, target, opts)
+    return Finalist((g, sched, exchange, tiles, package, placement), placement.fits, lowered_cycles(sched, exchange))
 
 
 def _target(target: Target | str | None) -> Target:

@@ -1,8 +1,8 @@
 """Stage ``check``: run the compiled program on a simulated SRAM image against a float64 reference.
 
-Contract: takes a :class:`~toolkit.pipeline.Compilation` (graph, schedule,
-exchange, placement) and returns a :class:`CheckResult`. Nothing in the
-compilation is modified.
+Contract: takes the graph, schedule, placement and (optionally) exchange of a
+compiled program (or one object holding them, such as a ``toolkit.Compilation``)
+and returns a :class:`CheckResult`. Nothing in them is modified.
 
 1. Seeded data (:mod:`toolkit.check.reference`): Gaussian input (FP16),
    matmul weights quantized to FP8 F143 with ``scale`` (stored as codes),
@@ -60,6 +60,7 @@ from toolkit.check.sram import Sram
 from toolkit.check.trace import Runner, rects
 from toolkit.errors import InvalidIRError, OptionError
 from toolkit.numerics import SCALE_MAX, SCALE_MIN
+from toolkit.simulate.run import program_of
 
 TOLERANCE = 2.0**-7
 
@@ -113,9 +114,20 @@ OPERANDS_CHECK_SCHEMA = {
 PARTIALS = ("f32", "f16")
 
 
-def check(compilation: Any, seed: int = 0, *, scale: int = -4, partials: str | None = None,
-          tolerance: float = TOLERANCE) -> CheckResult:
-    """Execute ``compilation`` on simulated SRAM and compare with a float64 reference (see the module doc).
+@dataclass(frozen=True, slots=True)
+class Program:
+    """The stage results a check runs: the graph, its schedule, the placement, and the exchange (plan rows)."""
+
+    graph: Any
+    schedule: Any
+    placement: Any
+    exchange: Any = None
+
+
+def check(graph: Any, schedule: Any = None, placement: Any = None, exchange: Any = None, *, seed: int = 0,
+          scale: int = -4, partials: str | None = None, tolerance: float = TOLERANCE) -> CheckResult:
+    """Execute the program (``graph``, ``schedule``, ``placement``, ``exchange``) on simulated SRAM and compare
+    with a float64 reference (see the module doc); ``check(compilation)`` reads the compilation's.
 
     ``partials``: None runs each AMP kernel as planned (products accumulated in
     FP32); ``"f16"`` rounds FP16-kernel partial sums to FP16 after every 16-deep
@@ -123,15 +135,20 @@ def check(compilation: Any, seed: int = 0, *, scale: int = -4, partials: str | N
     """
     start = time.perf_counter()
     seed, scale, partials, tolerance = _options(seed, scale, partials, tolerance)
-    graph, sched = compilation.graph, compilation.schedule
+    if schedule is None and placement is None and exchange is None and hasattr(graph, "placement"):
+        program = Program(graph.graph, graph.schedule, graph.placement, getattr(graph, "exchange", None))
+    else:
+        program_of(("graph", "schedule", "placement"), graph, schedule, placement)   # names what is missing
+        program = Program(graph, schedule, placement, exchange)
+    graph, sched = program.graph, program.schedule
     data = make_data(graph, seed, scale)
     ref = run_reference(graph, data)
     exact = run_reference(graph, data, stored=False, outputs_only=True)
-    sram = Sram(sched.objects, compilation.placement.placement)
+    sram = Sram(sched.objects, program.placement.placement)
     tables = build_tables(sched, graph)
     _load(sram, tables, sched, graph, data)
     del data  # the SRAM image holds the stored bytes now
-    runner = Runner(compilation, sram, tables, ref, scale, partials, tolerance, exact)
+    runner = Runner(program, sram, tables, ref, scale, partials, tolerance, exact)
     runner.run()
     outputs, worst = runner.outputs()
     outputs = outputs.cast(OUTPUTS_SCHEMA) if outputs.height else pl.DataFrame(schema=OUTPUTS_SCHEMA)

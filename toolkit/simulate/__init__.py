@@ -1,7 +1,8 @@
 """Stage ``simulate``: a cycle profile of a compiled program, in the same data model as hardware profiles.
 
-Contract: takes a :class:`~toolkit.pipeline.Compilation` (and optionally a kernel
-cost calibration); returns a :class:`~toolkit.profile.Profile` with
+Contract: takes the schedule, exchange and tile programs of a compiled program
+and the target (or one object holding them, such as a ``toolkit.Compilation``),
+and optionally a kernel cost calibration; returns a :class:`~toolkit.profile.Profile` with
 ``source="simulated"`` and ``clock_hz = target.clock_hz``. Timing rules:
 
 - Program order is the EXPANDED program (:func:`phase_order`): the phases of a

@@ -1,8 +1,8 @@
-"""The MAC-bound roofline of a compilation, per op and in total."""
+"""The MAC-bound roofline of a compiled program, per op and in total."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -12,7 +12,12 @@ from toolkit.errors import OptionError
 FP8_DTYPES = ("f8_143", "f8_152")
 
 if TYPE_CHECKING:
-    from toolkit.pipeline import Compilation
+    from toolkit.graph import Graph
+    from toolkit.schedule import Schedule
+    from toolkit.target import Target
+
+#: the stage results a roofline reads, in the order ``roofline`` takes them
+ROOFLINE_INPUTS = ("graph", "schedule", "target")
 
 ROOFLINE_SCHEMA: tables.Schema = {
     "op_id": tables.ID,               # null on the total row
@@ -28,8 +33,10 @@ ROOFLINE_SCHEMA: tables.Schema = {
 }
 
 
-def roofline(compilation: Compilation, *, tiles: int | None = None) -> pl.DataFrame:
-    """MAC-bound ideal cycles per op and in total (ROOFLINE_SCHEMA, total row last).
+def roofline(graph: Graph | Any, schedule: Schedule | None = None, target: Target | None = None, *,
+             tiles: int | None = None) -> pl.DataFrame:
+    """MAC-bound ideal cycles per op and in total (ROOFLINE_SCHEMA, total row last); ``roofline(compilation)``
+    reads the compilation's graph, schedule and target.
 
     MACs of a matmul = rows x cols x inner x groups per instance; the ideal
     spreads every MAC over all ``target.tiles`` tiles (or ``tiles``, e.g. the
@@ -38,24 +45,24 @@ def roofline(compilation: Compilation, *, tiles: int | None = None) -> pl.DataFr
     The total row sums the per-op ideals. ``est_compute_cycles`` is the
     schedule's estimate of the op's compute phases, for the ratio.
     """
-    target = compilation.target
+    from toolkit.simulate.run import program_of
+    graph, sched, target = program_of(ROOFLINE_INPUTS, graph, schedule, target)
     n = target.tiles if tiles is None else tiles
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         msg = f"tiles={tiles!r} is not a positive number of tiles; use e.g. {target.tiles} (target '{target.name}')"
         raise OptionError(msg, field="tiles", value=tiles)
     rates = {p: target.amp_rate(p, "f16").macs_per_cycle * n for p in ("f16", "f8")}
-    sched = compilation.schedule
     inst = sched.repeats.select("block", "instances")
     est = (sched.phases.filter(pl.col("kind") == "compute").group_by("op_id")
            .agg(pl.col("est_cycles").sum().alias("est_one")))
-    t = compilation.graph.tensors
-    precision = (compilation.graph.ops.select("op_id", "kind", "inputs").explode("inputs")
+    t = graph.tensors
+    precision = (graph.ops.select("op_id", "kind", "inputs").explode("inputs")
                  .join(t.select(pl.col("tensor_id").alias("inputs"), "role", "dtype"), on="inputs", how="left")
                  .group_by("op_id").agg(
                      pl.when(pl.col("kind").first() != "matmul").then(None)
                      .when(((pl.col("role") == "weight") & pl.col("dtype").is_in(list(FP8_DTYPES))).any())
                      .then(pl.lit("f8")).otherwise(pl.lit("f16")).alias("precision")))
-    ops = (compilation.graph.ops.select("op_id", "name", "kind", "block", "rows", "cols", "inner", "groups")
+    ops = (graph.ops.select("op_id", "name", "kind", "block", "rows", "cols", "inner", "groups")
            .join(inst, on="block", how="left").join(est, on="op_id", how="left")
            .join(precision, on="op_id", how="left")
            .with_columns(pl.col("instances").fill_null(1))

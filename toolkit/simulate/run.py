@@ -6,7 +6,7 @@ See :mod:`toolkit.simulate` for the timing rules.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -19,8 +19,10 @@ from toolkit.profile.model import WRAP
 from toolkit.simulate.calibration import CALIBRATION_SCHEMA, apply_calibration, load_calibration
 
 if TYPE_CHECKING:
-    from toolkit.pipeline import Compilation
+    from toolkit.exchange import Exchange
     from toolkit.schedule import Schedule
+    from toolkit.target import Target
+    from toolkit.tiles import TilePrograms
 
 PHASE_ORDER_SCHEMA: tables.Schema = {
     "event": tables.BIG,      # position in the expanded program = the profile's phase
@@ -29,17 +31,24 @@ PHASE_ORDER_SCHEMA: tables.Schema = {
     "kind": tables.STR, "name": tables.STR, "block": tables.STR,
 }
 INITIAL_SYNC = "initial_sync"
+#: the stage results a simulation reads, in the order ``simulate`` takes them
+PROGRAM = ("schedule", "exchange", "tiles", "target")
 
 Calibration = pl.DataFrame | str | os.PathLike[str]
 
 
-def simulate(compilation: Compilation, *, calibration: Calibration | None = None, base_cycle: int = 0) -> Profile:
-    """Simulate ``compilation`` cycle by cycle per (tile, step); see :mod:`toolkit.simulate` for the rules."""
+def simulate(schedule: Schedule | Any, exchange: Exchange | None = None, tiles: TilePrograms | None = None,
+             target: Target | None = None, *, calibration: Calibration | None = None, base_cycle: int = 0) -> Profile:
+    """Simulate the program of ``schedule``, ``exchange`` and ``tiles`` on ``target`` cycle by cycle per
+    (tile, step); see :mod:`toolkit.simulate` for the rules.
+
+    ``simulate(compilation)`` is short for ``simulate(c.schedule, c.exchange, c.tiles, c.target)``: any
+    object holding those four results may stand for them.
+    """
+    sched, exchange, tiles, target = program_of(PROGRAM, schedule, exchange, tiles, target)
     if isinstance(base_cycle, bool) or not isinstance(base_cycle, int | np.integer) or not 0 <= base_cycle < WRAP:
         msg = f"base_cycle={base_cycle!r} is not a 32-bit counter value; use an integer in [0, 2**32)"
         raise OptionError(msg, field="base_cycle", value=base_cycle)
-    target = compilation.target
-    sched = compilation.schedule
     sync = int(target.costs.sync_cycles)
     cal = None
     if calibration is not None:
@@ -51,8 +60,8 @@ def simulate(compilation: Compilation, *, calibration: Calibration | None = None
             raise OptionError(msg, field="calibration", value=missing)
     order = phase_order(sched)
     compute = _compute_steps(sched.commands, cal)
-    exch, acts = _exchange_steps(compilation, target)
-    steps = compilation.tiles.steps.select("tile", "phase", "kind")
+    exch, acts = _exchange_steps(exchange, target)
+    steps = tiles.steps.select("tile", "phase", "kind")
     per_step = (steps.join(compute, on=["phase", "tile"], how="left")
                 .join(exch, on=["phase", "tile"], how="left")
                 .with_columns(
@@ -135,7 +144,21 @@ def _compute_steps(commands: pl.DataFrame, cal: pl.DataFrame | None) -> pl.DataF
             .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel", "invocations").first()))
 
 
-def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+def program_of(names: tuple[str, ...], *given: Any) -> tuple:
+    """The stage results ``names`` a stage reads: given one by one, or as one object holding them all (the first
+    argument, the rest None: a compiled program such as a ``toolkit.Compilation``)."""
+    first = given[0]
+    if all(v is None for v in given[1:]) and all(hasattr(first, n) for n in names):
+        return tuple(getattr(first, n) for n in names)
+    missing = [n for n, v in zip(names, given, strict=True) if v is None]
+    if missing:
+        msg = (f"missing {missing}: pass {', '.join(names)} (the stage results), or one compiled program "
+               f"holding them (a toolkit.Compilation)")
+        raise OptionError(msg, field=missing[0], value=None)
+    return given
+
+
+def _exchange_steps(ex: Exchange, target) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
     """Exchange timing in numpy over groups and receive rows.
 
     Returns per (phase, tile) ``exchange_cycles`` (its last activity end) and
@@ -143,7 +166,6 @@ def _exchange_steps(compilation: Compilation, target) -> tuple[pl.DataFrame, dic
     the tile's slice of the activity arrays, which are sorted by (tile, phase,
     start, receive before send).
     """
-    ex = compilation.exchange
     sync = target.costs.sync_cycles
     g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
                                                                  "words", "packets")}
