@@ -47,7 +47,7 @@ def test_sweep_command(tmp_path):
                             "--out", str(tmp_path / "ds")])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
-    assert [row["opt_row_block"] for row in rows] == ["24", "48"]
+    assert [row["opt_row_block"] for row in rows] == [24, 48]
     assert list((tmp_path / "ds").glob("*.parquet"))
 
 

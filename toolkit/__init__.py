@@ -12,6 +12,7 @@ from toolkit.graph import Graph, Workload, build_graph, workloads
 from toolkit.options import Options
 from toolkit.pipeline import Compilation, compile
 from toolkit.simulate import roofline, simulate
+from toolkit.sweep import load_sweep, sweep  # toolkit.sweep is the function, as toolkit.check is
 from toolkit.target import Target, ipu21, load_target
 
 __version__ = "0.1.0"
@@ -36,10 +37,12 @@ __all__ = [
     "costs",
     "ipu21",
     "load",
+    "load_sweep",
     "load_target",
     "report",
     "roofline",
     "simulate",
+    "sweep",
     "target",
     "workloads",
 ]

@@ -129,26 +129,17 @@ def artifacts_check_cmd(
 
 
 def sweep_cmd(
-    workloads: list[str] = typer.Argument(..., help="Preset names."),
-    grid: list[str] = typer.Option([], "--grid", "-g", help="key=v1,v2,... (repeatable): the option grid."),
-    out: Path | None = typer.Option(None, help="Write the rows as a Parquet dataset here."),
+    workloads: list[str] = typer.Argument(None, help="Preset names (also: workloads = [...] in --grid-file)."),
+    grid: list[str] = typer.Option([], "--grid", "-g", help="key=v1,v2,... (repeatable): the option grid; batch and "
+                                                          "blocks are grid keys too."),
+    grid_file: Path | None = typer.Option(None, "--grid-file", help="TOML: workloads = [...] and a [grid] table."),
+    out: Path | None = typer.Option(None, help="Dataset directory: each point is written as it finishes, points "
+                                               "already there are skipped, other points are kept."),
     scheduler: str | None = typer.Option(None, help="Dask scheduler address (default: local processes)."),
-    workers: int = typer.Option(2, help="Local worker processes."),
+    workers: int = typer.Option(2, help="Local worker processes (1: run in this process)."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no table."),
 ) -> None:
-    """Compile every workload at every point of an option grid (locally or on a Dask cluster)."""
-    from toolkit.sweep import sweep
-    try:
-        axes = {}
-        for g in grid:
-            key, value = parse_option(g)
-            if key in axes:
-                msg = f"grid key {key!r} is given twice (-g {key}=...); give every value once: -g {key}=v1,v2"
-                raise OptionError(msg, field=key, value=g)
-            axes[key] = list(value) if isinstance(value, tuple) else [value]
-        rows = sweep(workloads, axes, scheduler=scheduler, workers=workers, out=out)
-    except ToolkitError as exc:
-        fail(exc)
-    cols = [c for c in ("workload", *(f"opt_{k}" for k in axes), "est_cycles", "peak_sram_bytes", "placed",
-                        "seconds", "error") if c in rows.columns]
-    show(rows.select(cols), "sweep", as_json=as_json)
+    """Compile every workload at every point of an option grid (locally or on a Dask cluster), resumably."""
+    from toolkit.cli.sweep import run_sweep_cmd
+    run_sweep_cmd(list(workloads or []), grid, grid_file, out, scheduler, workers, as_json, quiet)
