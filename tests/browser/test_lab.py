@@ -1,35 +1,26 @@
-"""Drive the explorers in a real browser: JupyterLab + Debian's chromium through Playwright.
+"""Every notebook in a real browser: JupyterLab + Debian's chromium through Playwright.
 
-Opens 01-layout.ipynb from a temporary copy of the notebooks, waits for the
-kernel, runs all cells, moves the row-block slider with the keyboard and
-checks that the Pareto chart (SVG) and the status line now show the new row
-block; then clicks a tile of 02-sram.ipynb's chip heat map and checks that the
-tile picker and the memory map follow. The server and the browser are always
-stopped; every wait is bounded.
+One JupyterLab server (over a copy of the notebooks) and one chromium serve the module; each test opens one
+notebook in its own page, runs every cell and waits until the kernel is idle and the charts have drawn. Then
+it checks what a reader sees: no cell raised or failed to run, no error output, no chart wider than its
+output area, no blank legend label. The explorers are driven through their DOM controls (sliders with the
+keyboard, dropdowns through their ``select``, the heat map with a click, the crop toggle), and each move must
+change a chart and the status line or the table. Every test saves a full-notebook screenshot
+``lab-<notebook>.png`` to its ``tmp_path`` and, when TOOLKIT_BROWSER_SHOTS is set, there too. The server, the
+browser and every kernel are always stopped; every wait is bounded by ``BUDGET_S``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from contextlib import contextmanager
+import re
 from pathlib import Path
 
 import pytest
+from _lab import ARGS, BUDGET_S, CHROMIUM, VIEWPORT, Notebook, serve, shutdown_kernels
 
-CHROMIUM = Path("/usr/bin/chromium")
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
-BUDGET_S = 90
-SHOTS = Path(os.environ.get("TOOLKIT_BROWSER_SHOTS", "/tmp"))  # whole test, server start to assert
+#: a chart's title text in Vega's SVG
+TITLE = ".role-title-text text"
 
 pytestmark = [
     pytest.mark.browser,
@@ -38,156 +29,263 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with serve(tmp_path_factory.mktemp("lab")) as base:
+        yield base
 
 
-def get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return r.read()
+@pytest.fixture(scope="module")
+def chromium():
+    api = pytest.importorskip("playwright.sync_api")
+    with api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            yield api, browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server on a free port over a copy of the notebooks; yields its base URL."""
-    root = tmp_path / "notebooks"
-    shutil.copytree(NOTEBOOKS, root)
-    port = free_port()
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")}
-    # render every cell (JupyterLab 4 otherwise only renders cells in view) and never ask about news
-    tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
-    tracker.parent.mkdir(parents=True)
-    tracker.write_text(json.dumps({"windowingMode": "none"}))
-    cmd = [sys.executable, "-m", "jupyterlab", "--allow-root", "--no-browser", f"--port={port}",
-           "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
-           "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           f"--LabApp.workspaces_dir={tmp_path / 'ws'}"]
-    log = (tmp_path / "lab.log").open("wb")
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                get(f"{base}/api/status")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{(tmp_path / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.3)
-        yield base
-    finally:
-        _stop(proc, base)
-        log.close()
+def notebook(lab, chromium, tmp_path):
+    """Open and run a notebook by name; afterwards (pass or fail) screenshot it, close it, stop its kernel."""
+    api, browser = chromium
+    opened: list[Notebook] = []
+
+    def open_and_run(name: str) -> Notebook:
+        nb = Notebook(api, browser.new_page(viewport=VIEWPORT), lab, name)
+        opened.append(nb)
+        nb.run_all()
+        return nb
+
+    yield open_and_run
+    shots = [tmp_path] + ([Path(os.environ["TOOLKIT_BROWSER_SHOTS"])] if os.environ.get("TOOLKIT_BROWSER_SHOTS")
+                          else [])
+    for nb in opened:
+        print(f"{nb.name}: timeline (s) {nb.marks}; screenshots {[str(p) for p in nb.screenshot(*shots)]}")
+        if nb.console:
+            print(f"{nb.name}: browser console errors: {nb.console[:10]}")
+        nb.page.close()
+    shutdown_kernels(lab)
 
 
-def _stop(proc: subprocess.Popen, base: str) -> None:
-    try:
-        for k in json.loads(get(f"{base}/api/kernels")):
-            req = urllib.request.Request(f"{base}/api/kernels/{k['id']}", method="DELETE")
-            urllib.request.urlopen(req, timeout=5).close()
-    except OSError:
-        pass
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
+def assert_clean(nb: Notebook, *earlier: list[str]) -> None:
+    """No problem on the page now or at an earlier look, and the test kept to its budget."""
+    found = list(dict.fromkeys([p for e in earlier for p in e] + nb.problems()))
+    assert not found, f"{nb.name}: {len(found)} problem(s) a reader would see:\n  " + "\n  ".join(found)
+    assert nb.elapsed() < BUDGET_S, f"{nb.name} took {nb.elapsed():.0f} s, over its {BUDGET_S} s budget"
 
 
-class Session:
-    """One notebook opened in chromium, with a time budget and a timeline of marks for failure reports."""
-
-    def __init__(self, sync_api, page, start: float) -> None:
-        self.api, self.page, self.start = sync_api, page, start
-        self.marks: list[tuple[str, float]] = []
-
-    def mark(self, name: str) -> None:
-        self.marks.append((name, round(time.monotonic() - self.start, 1)))
-
-    def left_ms(self) -> float:
-        return max(1000.0, (BUDGET_S - (time.monotonic() - self.start)) * 1000)
-
-    def run_all(self, url: str):
-        """Open ``url``, wait for the kernel by name and idle, run all cells; return the last cell."""
-        page = self.page
-        page.goto(url, timeout=self.left_ms())
-        self.mark("page")
-        kernel = page.locator(".jp-NotebookPanel-toolbar .jp-Toolbar-kernelName")
-        self.api.expect(kernel).to_contain_text("Python 3", timeout=self.left_ms())
-        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=self.left_ms())
-        self.mark("kernel")
-        page.evaluate("window.jupyterapp.commands.execute('runmenu:run-all')")
-        return page.locator(".jp-Notebook .jp-Cell").last
+def dropdown(cell, label: str):
+    """The ``select`` of the dropdown whose description is ``label``."""
+    return cell.locator(f'.widget-dropdown:has(> label:text-is("{label}")) select')
 
 
-@contextmanager
-def session(tmp_path: Path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    start = time.monotonic()
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        s = Session(sync_api, browser.new_page(viewport={"width": 1400, "height": 1000}), start)
-        try:
-            yield s
-            print("browser test timeline (s):", s.marks)
-            if os.environ.get("TOOLKIT_BROWSER_SHOTS"):   # what the test saw, to look at as a user would
-                shots = Path(os.environ["TOOLKIT_BROWSER_SHOTS"])
-                s.page.screenshot(path=str(shots / f"lab-{tmp_path.name}.png"), full_page=True)
-        except Exception:
-            print("browser test timeline (s):", s.marks)
-            shots = Path(os.environ.get("TOOLKIT_BROWSER_SHOTS", tmp_path))  # a failure screenshot to look at
-            s.page.screenshot(path=str(shots / "lab-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
-    assert time.monotonic() - start < BUDGET_S + 5
+def options(select) -> list[str]:
+    """The option texts (ipywidgets writes their spaces as no-break spaces)."""
+    return [t.replace("\xa0", " ").strip() for t in select.locator("option").all_text_contents()]
 
 
-def test_row_block_slider_redraws_the_pareto_chart(lab, tmp_path):
-    with session(tmp_path) as s:
-        expect, wait = s.api.expect, s.left_ms
-        cell = s.run_all(f"{lab}/lab/tree/01-layout.ipynb")
-        # the explorer is the last cell: its slider, status line and the first chart drawn as SVG
-        slider = cell.locator(".widget-hslider").first
-        slider.wait_for(timeout=wait())
-        s.mark("explorer")
-        readout = slider.locator(".widget-readout")
-        before = readout.inner_text().strip()
-        chart = cell.locator(".vega-embed svg.marks").first
-        expect(chart).to_contain_text(f"showing row_block={before}", timeout=wait())
-        old_svg = chart.inner_html()
-        s.mark("chart")
-        slider.locator(".noUi-handle").first.focus()
-        s.page.keyboard.press("ArrowRight")
-        expect(readout).not_to_have_text(before, timeout=wait())
-        after = readout.inner_text().strip()
-        expect(chart).to_contain_text(f"showing row_block={after}", timeout=wait())
-        expect(cell.locator(".widget-html").first).to_contain_text(f"row_block={after} ", timeout=wait())
-        s.mark("moved")
-        assert chart.inner_html() != old_svg
-        assert int(after) > int(before)
+def choose(select, text: str) -> None:
+    """Select the option whose text is ``text`` (as a reader would, firing the ``change`` event)."""
+    select.select_option(index=options(select).index(text))
 
 
-def test_clicking_the_heat_map_picks_the_tile(lab, tmp_path):
-    with session(tmp_path) as s:
-        expect, wait = s.api.expect, s.left_ms
-        cell = s.run_all(f"{lab}/lab/tree/02-sram.ipynb")
-        heatmap = cell.locator(".vega-embed svg.marks").first
-        tiles = heatmap.locator(".mark-rect.role-mark path")   # the cells, not the legend's gradient
-        expect(tiles).to_have_count(1472, timeout=wait())
-        s.mark("explorer")
-        readout = cell.locator(".widget-readout").first
-        before = readout.inner_text().strip()
-        tiles.nth(100 if before != "100" else 101).click()
-        expect(readout).not_to_have_text(before, timeout=wait())
-        tile = readout.inner_text().strip()
-        expect(cell.locator(".widget-html").first).to_contain_text(f"tile {tile}: ", timeout=wait())
-        expect(cell.locator(".vega-embed svg.marks").nth(1)).to_contain_text(f"tile {tile}:", timeout=wait())
-        s.mark("clicked")
+def selected(select) -> str:
+    return select.evaluate("s => s.selectedIndex < 0 ? '' : s.options[s.selectedIndex].text").replace("\xa0", " ")
+
+
+def shows(nb: Notebook, select, text: str) -> None:
+    """Wait until ``select`` shows the option ``text``."""
+    nb.page.wait_for_function(
+        "([s, want]) => s.selectedIndex >= 0 && s.options[s.selectedIndex].text.replace(/\\u00a0/g, ' ') === want",
+        arg=[select.element_handle(), text], timeout=nb.left_ms())
+
+
+def rows(table) -> int:
+    return table.locator("table tbody tr").count()
+
+
+def redrawn(nb: Notebook, chart, old: str) -> None:
+    """Wait until ``chart`` (a locator: a redraw replaces the SVG element) draws something other than ``old``."""
+    while chart.inner_html(timeout=nb.left_ms()) == old:
+        assert nb.elapsed() < BUDGET_S, f"{nb.name}: the chart did not redraw within the budget"
+        nb.page.wait_for_timeout(100)
+
+
+def chart_title(chart) -> str:
+    return " | ".join(chart.locator(TITLE).all_text_contents())
+
+
+@pytest.mark.parametrize("name", ["00-tour", "05-artifacts"])
+def test_notebook_without_explorer_runs_clean(notebook, name):
+    nb = notebook(name)
+    assert_clean(nb)
+
+
+def test_layout_explorer_slider_and_dropdowns(notebook):
+    nb = notebook("01-layout")
+    expect, wait = nb.api.expect, nb.left_ms
+    first = nb.problems()
+    cell = nb.page.locator(".jp-Notebook .jp-Cell").last   # the explorer: controls, status, two charts, table
+    slider = cell.locator(".widget-hslider").first
+    readout = slider.locator(".widget-readout")
+    status, table = cell.locator(".widget-html").first, cell.locator(".widget-html").nth(1)
+    table_rows = table.locator("table tbody tr")
+    chart = cell.locator(".vega-embed svg.marks").first
+    before = readout.inner_text().strip()
+    expect(chart).to_contain_text(f"showing row_block={before}", timeout=wait())
+    expect(table_rows).to_have_count(1, timeout=wait())
+
+    # the row-block slider: the chart highlights the new row block, the status says it, the table gains a row
+    svg = chart.inner_html()
+    slider.locator(".noUi-handle").first.focus()
+    nb.page.keyboard.press("ArrowRight")
+    expect(readout).not_to_have_text(before, timeout=wait())
+    after = readout.inner_text().strip()
+    assert int(after) > int(before)
+    expect(chart).to_contain_text(f"showing row_block={after}", timeout=wait())
+    expect(status).to_contain_text(f"row_block={after} ", timeout=wait())
+    expect(table_rows).to_have_count(2, timeout=wait())
+    assert chart.inner_html() != svg
+    nb.mark("slider")
+
+    # a GEMM plan dropdown: pin fc1 to the best plan the search did not choose
+    fc1 = dropdown(cell, "fc1")
+    plan = next(p for p in options(fc1) if p != "auto" and not p.endswith("(chosen)"))
+    svg, line = chart.inner_html(), status.inner_text()
+    choose(fc1, plan)
+    expect(status).to_contain_text(f"fc1={plan}", timeout=wait())
+    expect(table_rows).to_have_count(3, timeout=wait())
+    expect(table_rows.first).to_contain_text(f"fc1={plan}", timeout=wait())   # most recent first
+    nb.settle()
+    assert status.inner_text() != line
+    assert chart.inner_html() != svg, f"the Pareto chart did not change after pinning fc1={plan}"
+    nb.mark("fc1")
+
+    # the weight-class dropdown: pin the last class offered
+    weights = dropdown(cell, "weights")
+    klass = options(weights)[-1]
+    svg = chart.inner_html()
+    choose(weights, klass)
+    expect(status).to_contain_text(f"weight_class={klass}", timeout=wait())
+    expect(table_rows).to_have_count(4, timeout=wait())
+    nb.settle()
+    assert chart.inner_html() != svg, f"the Pareto chart did not change after pinning weights={klass}"
+    nb.mark("weights")
+    assert_clean(nb, first)
+
+
+BUSIEST_NONE = "busiest tiles ..."
+
+
+def test_sram_explorer_pick_colour_click_and_slider(notebook):
+    nb = notebook("02-sram")
+    expect, wait = nb.api.expect, nb.left_ms
+    first = nb.problems()
+    cell = nb.page.locator(".jp-Notebook .jp-Cell").last   # heat map, controls, status, memory map, ...
+    heatmap, memory = cell.locator(".vega-embed svg.marks").nth(0), cell.locator(".vega-embed svg.marks").nth(1)
+    map_title = memory.locator(TITLE).first
+    squares = heatmap.locator(".mark-rect.role-mark path")   # the tiles, not the legend's gradient
+    expect(squares).to_have_count(1472, timeout=wait())
+    readout = cell.locator(".widget-readout").first
+    status = cell.locator(".widget-html").first
+    pick = dropdown(cell, "pick")
+    assert selected(pick) == BUSIEST_NONE
+
+    # the busiest-tiles list: choose an entry other than the shown tile; slider, status and map title follow
+    start = readout.inner_text().strip()
+    listed = {int(m.group(1)): t for t in options(pick) if (m := re.match(r"tile (\d+):", t))}
+    tile = next(t for t in listed if str(t) != start)
+    title, line = chart_title(memory), status.inner_text()
+    choose(pick, listed[tile])
+    expect(readout).to_have_text(str(tile), timeout=wait())
+    expect(status).to_contain_text(f"tile {tile}: peak", timeout=wait())
+    expect(map_title).to_contain_text(f"tile {tile}:", timeout=wait())
+    assert chart_title(memory) != title and status.inner_text() != line
+    assert selected(pick) == listed[tile]
+    nb.mark("pick")
+
+    # colour by: the memory map's colour legend switches to the new colouring
+    colour = dropdown(cell, "colour by")
+    svg = memory.inner_html()
+    other = next(o for o in options(colour) if o != selected(colour))
+    choose(colour, other)
+    expect(memory.locator(".role-legend-title text", has_text=re.compile(f"^{other}$"))).to_have_count(
+        1, timeout=wait())
+    assert memory.inner_html() != svg
+    nb.mark("colour")
+
+    # a click on the heat map moves the slider; the list no longer shows the stale pick
+    squares.nth(100 if tile != 100 else 101).click()
+    expect(readout).not_to_have_text(str(tile), timeout=wait())
+    clicked = int(readout.inner_text().strip())
+    expect(status).to_contain_text(f"tile {clicked}: ", timeout=wait())
+    expect(map_title).to_contain_text(f"tile {clicked}:", timeout=wait())
+    shows(nb, pick, listed.get(clicked, BUSIEST_NONE))
+    nb.mark("clicked")
+
+    # the tile slider itself, with the keyboard: the next tile; the list follows again
+    cell.locator(".widget-hslider .noUi-handle").first.focus()
+    nb.page.keyboard.press("ArrowRight")
+    expect(readout).to_have_text(str(clicked + 1), timeout=wait())
+    expect(status).to_contain_text(f"tile {clicked + 1}: ", timeout=wait())
+    expect(map_title).to_contain_text(f"tile {clicked + 1}:", timeout=wait())
+    shows(nb, pick, listed.get(clicked + 1, BUSIEST_NONE))
+    nb.settle()
+    nb.mark("slider")
+    assert_clean(nb, first)
+
+
+CYCLES = re.compile(r"(cropped|shared clock): ([\d,]+) cycles")
+
+
+def test_profile_explorer_crop_toggle_colour_and_tiles(notebook):
+    nb = notebook("03-profiles")
+    expect, wait = nb.api.expect, nb.left_ms
+    first = nb.problems()
+    cell = nb.page.locator(".jp-Notebook .jp-Cell").last   # controls, status, timeline, cycles bars
+    status = cell.locator(".widget-html").first
+    timeline, bars = cell.locator(".vega-embed svg.marks").nth(0), cell.locator(".vega-embed svg.marks").nth(1)
+    expect(status).to_contain_text("cropped: ", timeout=wait())
+    expect(bars).to_be_visible(timeout=wait())
+    view, cropped = CYCLES.search(status.inner_text()).groups()
+    assert view == "cropped" and "cropped" in chart_title(timeline)
+    seen = []   # what a reader would see as wrong, collected so the other controls are still driven
+
+    # the crop toggle: the shared clock keeps every tile's own start, so the span shown must change
+    svg = timeline.inner_html()
+    cell.locator(".widget-checkbox input[type=checkbox]").check()
+    expect(status).to_contain_text("shared clock: ", timeout=wait())
+    expect(timeline.locator(TITLE).first).to_contain_text("shared clock", timeout=wait())
+    assert timeline.inner_html() != svg
+    shared = CYCLES.search(status.inner_text()).group(2)
+    if shared == cropped and "every tile enters the initial sync at the same cycle" not in status.inner_text():
+        seen.append(f"the crop toggle changed no number and the status does not say why: {cropped} cycles cropped "
+                    f"and with the shared clock (status {status.inner_text()!r})")
+    nb.mark("crop")
+
+    # colour by: the timeline's colour legend switches
+    colour = dropdown(cell, "colour by")
+    svg = timeline.inner_html()
+    choose(colour, "kernel")
+    expect(timeline.locator(".role-legend-title text", has_text=re.compile("^kernel$"))).to_have_count(
+        1, timeout=wait())
+    assert timeline.inner_html() != svg
+    nb.mark("colour")
+
+    # cycles by: the bars regroup
+    svg = bars.inner_html()
+    choose(dropdown(cell, "cycles by"), "kernel")
+    redrawn(nb, bars, svg)
+    nb.mark("by")
+
+    # the tile range: one tile fewer from the top, in the status and the timeline's title
+    lo, hi = map(int, re.search(r"showing tiles (\d+)\.\.(\d+)", status.inner_text()).groups())
+    cell.locator(".widget-hslider .noUi-handle-upper").first.focus()
+    nb.page.keyboard.press("ArrowLeft")
+    expect(status).to_contain_text(f"showing tiles {lo}..{hi - 1}", timeout=wait())
+    expect(timeline.locator(TITLE).first).to_contain_text(f"tiles {lo}..{hi - 1}", timeout=wait())
+    nb.settle()
+    nb.mark("tiles")
+    assert_clean(nb, first, seen)

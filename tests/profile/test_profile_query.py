@@ -93,7 +93,8 @@ def test_compare_aligns_and_computes_deltas() -> None:
     a = _profile()
     slower = _profile([(*r[:5], r[5] * 2, r[6] * 2) for r in ROWS])
     c = compare(a, slower, by="phase", names=["base", "slow"])
-    assert c.columns == ["phase", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert c.columns == ["phase", "label", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert c["label"].null_count() == 0 and c["label"].to_list() == query(a, by="phase")["label"].to_list()
     row = c.filter(phase=1).row(0, named=True)
     assert row["slow_cycles"] == 2 * row["base_cycles"] and row["slow_ratio"] == 2.0
     k = compare(a, slower, by="kernel")
@@ -142,3 +143,25 @@ def test_query_on_a_crop_reuses_it() -> None:
     c = crop(p)
     assert query(c, by="kind").equals(query(p, by="kind"))
     assert np.isclose(query(p, by="tile")["work_cycles"].sum(), c.samples["duration_cycles"].sum())
+
+
+def test_compare_aligns_phases_by_what_they_are_not_their_number() -> None:
+    """A layout with one more phase early on must not shift every later phase against the other program."""
+    import polars as pl
+    a = _profile()
+    s = a.samples
+    shifted = s.with_columns(pl.when(pl.col("phase") >= 1).then(pl.col("phase") + 1).otherwise(pl.col("phase"))
+                             .alias("phase"), (pl.col("sample") + pl.when(pl.col("sample") >= 1).then(1)
+                                               .otherwise(0)).alias("sample"))
+    extra = s.filter(pl.col("sample") == 0).with_columns(
+        pl.lit(1, s.schema["phase"]).alias("phase"), pl.lit(1, s.schema["sample"]).alias("sample"),
+        pl.lit("extra").alias("operation"), pl.lit("compute").alias("kind"), pl.lit("k").alias("kernel"),
+        pl.col("end_cycle").alias("start_cycle"), (pl.col("end_cycle") + 0).alias("end_cycle"))
+    samples = pl.concat([shifted, extra]).sort("tile", "sample")
+    acts = a.activities.with_columns(pl.col("sample") + 1)
+    b = Profile(samples=samples, activities=acts, clock_hz=a.clock_hz)
+    c = compare(a, b, by="phase", names=["a", "b"])
+    row = c.filter(pl.col("label") == "op1 compute").row(0, named=True)
+    assert row["phase"] == 1 and row["a_cycles"] == row["b_cycles"]    # phase 1 of a is phase 2 of b
+    assert c.filter(pl.col("label") == "extra compute")["a_cycles"].to_list() == [None]   # only in b
+    assert c.height == query(a, by="phase").height + 1

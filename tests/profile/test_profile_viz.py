@@ -39,13 +39,20 @@ def test_timeline_guards_size_and_columns() -> None:
 
 def test_phase_bars_and_compare_chart() -> None:
     a, b = synthetic_profile(4, 13, seed=1), synthetic_profile(4, 13, seed=2)
-    spec = phase_bars(query(a, by="phase")).to_dict()
-    assert spec["encoding"]["x"]["field"] == "phase_cycles" and spec["encoding"]["y"]["field"] == "phase"
-    assert len(_values(spec)) == 5
+    q = query(a, by="phase")
+    spec = phase_bars(q).to_dict()
+    assert spec["encoding"]["x"]["field"] == "phase_cycles" and spec["encoding"]["y"]["title"] == "phase"
+    # phases are shown with what they are, in the query's numeric order
+    shown = [f"{p} {lab}" for p, lab in zip(q["phase"], q["label"], strict=True)]
+    assert spec["encoding"]["y"]["sort"] == shown and spec["title"] == "cycles, first start to last end per phase"
+    assert len(_values(spec)) == 5 and spec["width"] == 520
     spec = compare_chart(compare(a, b, by="phase", names=["base", "new"])).to_dict()
     rows = _values(spec)
     assert {r["profile"] for r in rows} == {"base", "new"} and len(rows) == 10
-    assert spec["encoding"]["xOffset"]["field"] == "profile"
+    assert {r["shown"] for r in rows} == set(shown)
+    # many keys grow the chart down, never across: a fixed width with a bar per profile inside each row
+    assert spec["encoding"]["yOffset"]["field"] == "profile" and spec["width"] == 520
+    assert spec["title"] == "cycles per phase: base, new"
     with pytest.raises(OptionError, match=r"metric='speed' is not a column of the query frame"):
         phase_bars(query(a, by="kernel"), metric="speed")
 

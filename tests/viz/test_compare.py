@@ -88,3 +88,13 @@ def test_peak_delta_heatmap_one_panel_per_later_compilation():
     assert domain == [-1942, 1942]   # symmetric about zero: tile 1471 holds 2942 - 1000 more
     with pytest.raises(OptionError, match="no '<name>_delta_bytes' columns"):
         peak_delta_heatmap(frame.select("tile", "a_peak_bytes", "b_peak_bytes"), TARGET)
+
+
+def test_titles_fit_their_chart_and_one_line_stays_a_string():
+    """VegaFusion fails on a one-element title list with a ';' in it; long titles wrap to the chart's width."""
+    from toolkit.viz.text import TITLE_CHAR_PX, fit_title
+    assert fit_title("a; b", 300) == "a; b"
+    long = fit_title(["head", "chosen: " + "; ".join(f"op{i}=10x24x6" for i in range(30))], 560)
+    assert long[0] == "head" and len(long) > 2
+    assert all(len(line) * TITLE_CHAR_PX <= 560 for line in long)
+    assert " ".join(long[1:]).split() == ("chosen: " + "; ".join(f"op{i}=10x24x6" for i in range(30))).split()

@@ -284,7 +284,8 @@ def test_peak_breakdown(synthetic) -> None:
     assert big["encoding"]["color"]["field"] == "class"      # one shared class legend
     occ_t = occ.filter(pl.col("tile") == tile).sort(["live_bytes", "event"], descending=[True, False])
     event, live_bytes = occ_t["event"][0], occ_t["live_bytes"][0]
-    assert f"peaks at event {event}: {live_bytes:,} B live" in spec["title"]
+    title = spec["title"] if isinstance(spec["title"], str) else " ".join(spec["title"])
+    assert f"peaks at event {event}: {live_bytes:,} B live" in title
     groups = dataset(bars, spec)
     assert sum(g["bytes"] for g in groups) == live_bytes        # aliases are not double counted
     largest = dataset(big, spec)

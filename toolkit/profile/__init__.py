@@ -23,6 +23,7 @@ from toolkit.profile.query import (
     barriers,
     compare,
     idle,
+    phase_labels,
     query,
 )
 from toolkit.profile.residuals import RESIDUAL_COLUMNS, Residuals, residuals
@@ -47,6 +48,7 @@ __all__ = [
     "crop",
     "export_perfetto",
     "idle",
+    "phase_labels",
     "query",
     "read_capnp",
     "read_parquet",

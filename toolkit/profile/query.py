@@ -84,7 +84,8 @@ def kernel_label() -> pl.Expr:
 def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> pl.DataFrame:
     """Cycles per group: ``by`` is one of kernel, operation, phase, kind, tile.
 
-    Columns: the key, then ``QUERY_COLUMNS``. Samples that run no kernel are grouped by their kind
+    Columns: the key (for phases, then their :func:`phase_labels` label), then ``QUERY_COLUMNS``. Samples that
+    run no kernel are grouped by their kind
     (:func:`kernel_label`). Durations are the cropped ones
     (``cropped=False``: the shared clock). Rows by key for phase and tile, else
     by work cycles, largest first. A :class:`Crop` is used as it is.
@@ -108,7 +109,21 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
         end.max().alias("last_offset_cycles"),
     )
     out = out.sort(by) if by in ("phase", "tile") else out.sort(["work_cycles", by], descending=[True, False])
-    return out.cast({by: GROUP_KEYS[by], **QUERY_COLUMNS})
+    out = out.cast({by: GROUP_KEYS[by], **QUERY_COLUMNS})
+    if by == "phase":   # phases also say what they are
+        out = out.join(phase_labels(c), on="phase", how="left").select("phase", "label", *QUERY_COLUMNS)
+    return out
+
+
+def phase_labels(profile: Profile | Crop) -> pl.DataFrame:
+    """Per phase, its label: the operation and kind most of its samples carry (``"12 mlp.fc2 compute"`` reads
+    better than ``12``); idle samples do not vote."""
+    s = _crop(profile, cropped=False).samples
+    return (s.filter(pl.col("kind") != "idle")
+            .group_by("phase").agg(
+                pl.concat_str(pl.col("operation").fill_null("").mode().sort().first(), pl.lit(" "),
+                              pl.col("kind").mode().sort().first()).str.strip_chars().alias("label"))
+            .cast({"phase": tables.BIG, "label": tables.STR}).sort("phase"))
 
 
 def barriers(profile: Profile | Crop) -> Barriers:
@@ -147,11 +162,7 @@ def barriers(profile: Profile | Crop) -> Barriers:
         work.max().alias("last_arrival_offset_cycles"),
         (pl.col("exit_offset_cycles").max() - work.max()).alias("after_last_arrival_cycles"),
     )
-    label = (s.filter(pl.col("kind") != "idle")
-             .group_by("phase").agg(
-                 pl.concat_str(pl.col("operation").fill_null("").mode().sort().first(), pl.lit(" "),
-                               pl.col("kind").mode().sort().first()).str.strip_chars().alias("label")))
-    phases = (phases.join(label, on="phase", how="left").sort("phase")
+    phases = (phases.join(phase_labels(c), on="phase", how="left").sort("phase")
               .cast(BARRIER_SCHEMA).select(list(BARRIER_SCHEMA)))
     return Barriers(phases=phases, waits=waits)
 
@@ -161,9 +172,11 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     """Two or more profiles aligned by ``by`` (phase, operation or kernel).
 
     ``metric`` is a :func:`query` column (default: phase_cycles for phases, work_cycles otherwise).
-    Columns: the key, ``<name>_cycles`` per profile, and for every profile after
+    Columns: the key (phases then their label), ``<name>_cycles`` per profile, and for every profile after
     the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
-    Groups missing from a profile have null cycles there.
+    Groups missing from a profile have null cycles there. Phases align by what they are (their
+    :func:`phase_labels` label and its occurrence: the third ``mlp.fc2 compute``), not by number, so two
+    layouts with different phase counts still compare op by op; ``phase`` is the first profile's number.
     """
     if len(profiles) < 2:
         msg = f"compare needs at least two profiles, got {len(profiles)}"
@@ -179,11 +192,24 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     if metric not in QUERY_COLUMNS:
         msg = f"metric={metric!r} is not a query column; use one of {list(QUERY_COLUMNS)}"
         raise OptionError(msg, field="metric", value=metric)
+    # phases of two programs align by what they are (the label, and which occurrence of it), not by number:
+    # a different layout may add or drop phases, which would shift every later number
+    on = ["label", "occurrence"] if by == "phase" else [by]
     out: pl.DataFrame | None = None
     for name, p in zip(names, profiles, strict=True):
-        q = query(p, by=by, cropped=cropped).select(by, pl.col(metric).alias(f"{name}_cycles"))
-        out = q if out is None else out.join(q, on=by, how="full", coalesce=True)
+        q = query(p, by=by, cropped=cropped)
+        if by == "phase":
+            q = q.with_columns(pl.int_range(1, pl.len() + 1).over("label").alias("occurrence"))
+        q = q.select(*on, *(["phase"] if by == "phase" else []), pl.col(metric).alias(f"{name}_cycles"))
+        if out is not None and by == "phase":
+            q = q.rename({"phase": f"_phase_{name}"})
+        out = q if out is None else out.join(q, on=on, how="full", coalesce=True)
     assert out is not None
+    if by == "phase":   # the first profile's phase number, else the first that has the phase
+        later = [f"_phase_{n}" for n in names[1:]]
+        out = (out.with_columns(pl.coalesce("phase", *later).alias("phase"))
+               .drop(later).select("phase", "label", pl.exclude("phase", "label", "occurrence"))
+               .sort("phase", nulls_last=True))
     base = pl.col(f"{names[0]}_cycles")
     out = out.with_columns(
         *((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n in names[1:]),

@@ -48,7 +48,7 @@ def case_cycles_chart(frame: pl.DataFrame, value: str = "per_tile_cycles", width
     cases = frame["case"].unique(maintain_order=True).to_list()
     return alt.Chart(data, title=f"where the cycles go: {VALUES[value]}").mark_bar().encode(
         x=alt.X(f"{value}:Q", title=VALUES[value], stack="zero",
-                axis=alt.Axis(format=".0%" if value == "share" else "~s")),
+                axis=alt.Axis(format=".0%" if value == "share" else ",d")),
         y=alt.Y("case:N", sort=cases, title="case"),
         color=alt.Color("category:N", scale=scale, title="category", legend=alt.Legend(orient="right")),
         order=alt.Order("stack:Q"),
@@ -70,7 +70,7 @@ def cases_vs_hardware(compare: pl.DataFrame, width: int = WIDTH) -> alt.Chart:
     cases = compare["case"].to_list()
     return alt.Chart(long, title="cropped cycles: simulated beside the real compiler's program on hardware").mark_bar(
     ).encode(
-        x=alt.X("cycles:Q", title="cycles (renderer-cropped)", axis=alt.Axis(format="~s")),
+        x=alt.X("cycles:Q", title="cycles (renderer-cropped)", axis=alt.Axis(format=",d")),
         y=alt.Y("case:N", sort=cases, title="case"),
         yOffset=alt.YOffset("number:N", sort=list(names.values())),
         color=alt.Color("number:N", scale=colors, title="number", legend=alt.Legend(orient="bottom")),

@@ -27,6 +27,9 @@ def _key(frame: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     if {"op", "kind"} <= set(frame.columns):
         return frame.with_columns(pl.concat_str("op", pl.lit(" · "), "kind").alias("key")), "op · phase kind"
     first = frame.columns[0]
+    if first == "phase" and "label" in frame.columns:
+        return frame.with_columns(pl.concat_str(pl.col("phase").cast(pl.String), pl.lit(" "),
+                                                pl.col("label").fill_null("")).str.strip_chars().alias("key")), first
     return frame.with_columns(pl.col(first).cast(pl.String).alias("key")), first
 
 
@@ -43,8 +46,8 @@ def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int
     """Per key, each later compilation's (or profile's) change in ``metric`` against the first, as
     horizontal bars: the ``top`` keys with the largest change (any compared name), largest first.
 
-    ``metric``: ``cycles`` (the ``<name>_delta_cycles`` columns) or ``bytes`` (bytes exchanged,
-    program comparisons only; the delta is computed from ``<name>_bytes``).
+    ``metric``: ``cycles`` or ``bytes`` (bytes exchanged, program comparisons only); the change is computed
+    from the ``<name>_cycles`` / ``<name>_bytes`` columns, a key missing on one side counting 0 there.
     """
     if metric not in METRICS:
         msg = f"metric={metric!r} is not a comparison metric; use one of {list(METRICS)}"
@@ -59,7 +62,9 @@ def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int
         raise OptionError(msg, field="compare_frame", value=compare_frame.columns)
     base, later = values[0], values[1:]
     frame, key_title = _key(compare_frame)
-    deltas = frame.select("key", *((pl.col(f"{n}_{metric}") - pl.col(f"{base}_{metric}")).alias(n) for n in later))
+    # a key one side lacks (a kernel one layout never runs) counts 0 there, so its whole cost shows as the change
+    value = {n: pl.col(f"{n}_{metric}").fill_null(0) for n in values}
+    deltas = frame.select("key", *((value[n] - value[base]).alias(n) for n in later))
     long = (deltas.unpivot(index="key", variable_name="compared", value_name="delta")
             .drop_nulls("delta").with_columns(pl.col("delta").abs().alias("_size")))
     keep = long.group_by("key").agg(pl.col("_size").max()).sort("_size", "key", descending=[True, False]).head(top)

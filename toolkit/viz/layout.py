@@ -13,6 +13,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.viz.text import fit_title
 
 DEFAULT_MAX_ROWS = 20_000   # one point per candidate: the search screens about 5,000-10,000 layouts
 PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
@@ -75,7 +76,7 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
     label = alt.Chart(picked).mark_text(align="left", dx=12, dy=-10, color="red", fontWeight="bold").encode(
         x=x, y=y, text=alt.value("chosen"))
     return alt.LayerChart(layer=[points, front_line, ring, label], width=560, height=360,
-                          title=_title(cand, drawn, picked, row_block))
+                          title=fit_title(_title(cand, drawn, picked, row_block), 560))
 
 
 def tradeoff(candidates: pl.DataFrame, x: str = "row_block", *, max_rows: int = DEFAULT_MAX_ROWS
@@ -109,20 +110,25 @@ def tradeoff(candidates: pl.DataFrame, x: str = "row_block", *, max_rows: int = 
                for c in best.columns]
     red = alt.condition("datum.chosen", alt.value("red"), alt.value("steelblue"))
     base = alt.Chart(best)
-    cycles = (base.mark_line(color="steelblue").encode(x=xe, y=alt.Y("best_cycles:Q", title="fewest est. cycles"))
+    cycles = (base.mark_line(color="steelblue").encode(x=xe, y=alt.Y("best_cycles:Q", title="cycles (screen estimate)"))
               + base.mark_point(filled=True, size=70).encode(x=xe, y="best_cycles:Q", color=red, tooltip=tooltip)
-              ).properties(width=300, height=240, title=f"fewest estimated cycles by {x}")
+              ).properties(width=300, height=240, title=f"fewest cycles (screen estimate) by {x}")
     peaks = best.unpivot(index=[x, "chosen"], on=["fastest_peak_bytes", "smallest_peak_bytes"],
                          variable_name="which", value_name="bytes").with_columns(
-        pl.col("which").str.strip_suffix("_peak_bytes"))
+        pl.col("which").replace_strict(SERIES))
+    # one channel per series: a dash channel with its legend switched off took the colour legend with it
     memory = alt.Chart(peaks).mark_line(point=True).encode(
         x=xe, y=alt.Y("bytes:Q", title="peak live bytes per tile"),
-        color=alt.Color("which:N", title="candidate"), strokeDash=alt.StrokeDash("which:N", legend=None),
+        color=alt.Color("which:N", legend=alt.Legend(title="peak of", orient="bottom"), sort=list(SERIES.values())),
         tooltip=[x, "which", alt.Tooltip("bytes:Q", format=","), "chosen"],
     ).properties(width=300, height=240, title=f"peak live bytes by {x}")
     return alt.hconcat(cycles, memory).properties(
-        title=f"{feas.height} feasible of {cand.height} candidates; chosen {x} = "
-              + (", ".join(str(v) for v in chosen_x) or "none"))
+        title=fit_title(f"{feas.height} feasible of {cand.height} candidates; chosen {x} = "
+                        + (", ".join(str(v) for v in chosen_x) or "none"), 640))
+
+
+#: the trade-off chart's memory series, as its legend names them
+SERIES = {"fastest_peak_bytes": "the fastest candidate", "smallest_peak_bytes": "the smallest candidate"}
 
 
 # -- helpers ------------------------------------------------------------------------
@@ -159,4 +165,4 @@ def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_bl
         params += f" plans: {p['plans']}"
     last = (f"chosen: {p['est_cycles']:,} cycles (screen estimate), {p['peak_live_bytes']:,} B peak per tile "
             f"(screened)")
-    return [head, f"chosen: {params}", last + (f"; showing row_block={row_block}" if row_block is not None else "")]
+    return [head, f"chosen: {params}", last, *([f"showing row_block={row_block}"] if row_block is not None else [])]

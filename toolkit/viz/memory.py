@@ -31,6 +31,7 @@ import polars as pl
 from toolkit.errors import OptionError
 from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, Schema
 from toolkit.target import Target
+from toolkit.viz.text import fit_title
 
 DEFAULT_MAX_ROWS = 5000
 
@@ -276,11 +277,11 @@ def peak_breakdown(
     ).properties(width=320, title=f"{largest.height} largest live objects")
     total = int(live["span_bytes"].sum())
     rest = live_bytes - total
-    title = (f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "
-             f"{capacity:,} B); {live.height} live objects hold {total:,} B"
-             + (f"; the other {rest:,} B belong to objects not passed here (pass the package's objects too)"
-                if rest > 0 else ""))
-    return alt.hconcat(bars, big).properties(title=title)
+    title = [f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "
+             f"{capacity:,} B); {live.height} live objects hold {total:,} B"]
+    if rest > 0:
+        title.append(f"the other {rest:,} B belong to objects not passed here (pass the package's objects too)")
+    return alt.hconcat(bars, big).properties(title=fit_title(title, 700))
 
 
 # -- over time -------------------------------------------------------------------------

@@ -79,14 +79,30 @@ def phase_bars(query_frame: pl.DataFrame, metric: str = "phase_cycles", max_rows
         msg = f"phase_bars would draw {query_frame.height} bars (max_rows={max_rows}); filter the query first"
         raise OptionError(msg, field="max_rows", value=max_rows)
     key = query_frame.columns[0]
-    data = query_frame.with_columns(pl.col(key).cast(pl.String).alias(key))
+    data = query_frame.with_columns(_shown_key(query_frame))
     # phases and tiles keep the query's numeric order (their keys are strings here, which would sort 0, 1, 12, 2)
-    sort = data[key].to_list() if key in ("phase", "tile") else "-x"
-    return alt.Chart(data, title=f"{metric} by {key}").mark_bar().encode(
-        x=alt.X(f"{metric}:Q", title=metric.replace("_", " ")),
-        y=alt.Y(f"{key}:N", sort=sort, title=key),
+    sort = data["shown"].to_list() if key in ("phase", "tile") else "-x"
+    what = METRIC_TITLES.get(metric, metric.replace("_", " "))
+    return alt.Chart(data, title=f"{what} per {key}").mark_bar().encode(
+        x=alt.X(f"{metric}:Q", title=what),
+        y=alt.Y("shown:N", sort=sort, title=key),
         tooltip=[alt.Tooltip(c) for c in query_frame.columns],
-    )
+    ).properties(width=PLOT_WIDTH)
+
+
+#: what each query metric is, as chart titles say it
+METRIC_TITLES = {"phase_cycles": "cycles, first start to last end", "work_cycles": "work cycles, summed over tiles",
+                 "mean_cycles": "mean cycles per sample", "max_cycles": "longest sample, cycles"}
+PLOT_WIDTH = 520
+
+
+def _shown_key(frame: pl.DataFrame) -> pl.Expr:
+    """The key a reader sees: phases with their label ("12 mlp.fc2 compute"), anything else as it is."""
+    key = frame.columns[0]
+    if key == "phase" and "label" in frame.columns:
+        return pl.concat_str(pl.col("phase").cast(pl.String), pl.lit(" "), pl.col("label").fill_null("")
+                             ).str.strip_chars().alias("shown")
+    return pl.col(key).cast(pl.String).alias("shown")
 
 
 def compare_chart(compare_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS) -> alt.Chart:
@@ -96,19 +112,21 @@ def compare_chart(compare_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS)
     if not value_cols:
         msg = f"compare_frame has no '<name>_cycles' columns ({compare_frame.columns}); pass compare(...)'s result"
         raise OptionError(msg, field="compare_frame", value=compare_frame.columns)
-    long = compare_frame.select(pl.col(key).cast(pl.String), *value_cols).unpivot(
-        index=key, variable_name="profile", value_name="cycles",
+    long = compare_frame.select(_shown_key(compare_frame), *value_cols).unpivot(
+        index="shown", variable_name="profile", value_name="cycles",
     ).with_columns(pl.col("profile").str.strip_suffix("_cycles"))
     if long.height > max_rows:
         msg = f"compare_chart would draw {long.height} bars (max_rows={max_rows}); filter the comparison first"
         raise OptionError(msg, field="max_rows", value=max_rows)
-    return alt.Chart(long, title=f"cycles by {key}").mark_bar().encode(
-        x=alt.X(f"{key}:N", title=key, sort=None),
-        xOffset="profile:N",
-        y=alt.Y("cycles:Q", title="cycles"),
-        color=alt.Color("profile:N"),
-        tooltip=[key, "profile", "cycles"],
-    )
+    names = [c.removesuffix("_cycles") for c in value_cols]
+    # one row per key, a bar per profile: any number of keys fits the width (the chart grows down, not across)
+    return alt.Chart(long, title=f"cycles per {key}: {', '.join(names)}").mark_bar().encode(
+        y=alt.Y("shown:N", title=key, sort=None),
+        yOffset=alt.YOffset("profile:N", sort=names),
+        x=alt.X("cycles:Q", title="cycles"),
+        color=alt.Color("profile:N", sort=names, legend=alt.Legend(orient="top", title="profile")),
+        tooltip=[alt.Tooltip("shown:N", title=key), "profile", alt.Tooltip("cycles:Q", format=",")],
+    ).properties(width=PLOT_WIDTH)
 
 
 def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX_ROWS) -> alt.LayerChart:

@@ -34,6 +34,7 @@ from toolkit.target import Target, ipu21
 from toolkit.viz.memory import memory_map, occupancy_heatmap, peak_breakdown, tile_peaks
 from toolkit.viz.palette import color_of
 from toolkit.viz.profile import barrier_chart, timeline
+from toolkit.viz.text import html_table
 
 if TYPE_CHECKING:
     from toolkit.artifacts import Case
@@ -63,7 +64,7 @@ class Section:
     def html(self) -> str:
         note = f"<p class='note'>{html.escape(self.note)}</p>" if self.note else ""
         chart = f"<div class='chart' id='chart-{html.escape(self.name)}'></div>" if self.chart is not None else ""
-        table = html_table(self.table) if self.table is not None else ""
+        table = html_table(self.table, TABLE_MAX_ROWS) if self.table is not None else ""
         return f"<section><h2>{html.escape(self.heading)}</h2>{note}{chart}{table}</section>"
 
 
@@ -135,10 +136,7 @@ def profile_report(profile: Profile, *, name: str = "profile", shared_clock: boo
     which = "every phase" if shown.height == b.height else f"the {shown.height} of {b.height} phases that cost most"
     sections.append(Section(heading="Barriers", name="barriers", chart=barrier_chart(shown, width=PLOT_PX),
                             note=f"Cycles on the shared clock (origin: the earliest first-sample start); {which}."))
-    labels = b.select("phase", "label")
-    sections.append(Section(heading=f"Phases ({clock} cycles)",
-                            table=query(view, by="phase").join(labels, on="phase", how="left")
-                            .select("phase", "label", pl.exclude("phase", "label"))))
+    sections.append(Section(heading=f"Phases ({clock} cycles)", table=query(view, by="phase")))
     sections.append(Section(heading=f"Kernels ({clock} cycles)", table=query(view, by="kernel")))
     return Report(title=f"Profile {name}", facts=facts, sections=tuple(sections))
 
@@ -341,20 +339,6 @@ def write_report(report: Report, path: str | Path, *, images: Iterable[str] = ()
     for p, data in rendered.items():
         written.append(atomic_write(p, lambda tmp, data=data: tmp.write_bytes(data)))
     return written
-
-
-def html_table(df: pl.DataFrame, max_rows: int = TABLE_MAX_ROWS) -> str:
-    """An HTML table of at most ``max_rows`` rows: numbers right-aligned with thousands separators."""
-    numeric = [dt.is_numeric() for dt in df.dtypes]
-    head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in df.columns)
-    rows = []
-    for row in df.head(max_rows).iter_rows():   # a bounded table (phases, kernels, tiles shown), not per sample
-        cells = (f"<td>{html.escape(str(v))}</td>" if not num else "<td class='num'></td>" if v is None
-                 else f"<td class='num'>{v:,.1f}</td>" if isinstance(v, float) else f"<td class='num'>{v:,}</td>"
-                 for v, num in zip(row, numeric, strict=True))
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    more = (f"<p class='note'>... and {df.height - max_rows:,} more rows</p>" if df.height > max_rows else "")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
 
 
 def _vl_version() -> str:

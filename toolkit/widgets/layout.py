@@ -32,6 +32,9 @@ from toolkit.widgets.render import chart_widget, html_table
 COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "compute_cycles", "exchange_cycles",
                    "sync_cycles", "launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "placed",
                    "tiles_used", "row_block", "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
+#: what the explorer's comparison table shows: the layout, its numbers, what it placed (the rest: compare_layouts)
+TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "exchange_cycles",
+                 "launches", "peak_sram_bytes", "placed")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
 PLAN_CHOICES = 10
 #: a dropdown choice that leaves the parameter to the search
@@ -175,7 +178,8 @@ class LayoutExplorer:
         self.status.value = status
         self.pareto_chart.chart = pareto_chart
         self.tradeoff_chart.chart = tradeoff_chart
-        self.table.value = html_table(self.compared(), title="compiled layouts, side by side")
+        self.table.value = html_table(self.compared().select(TABLE_COLUMNS),
+                                      title="compiled layouts, side by side (cycles: lowered estimate and simulated)")
 
     def _view(self, opts: Options) -> tuple[str, Any, Any, pl.DataFrame]:
         """What one setting shows (built once per setting; the chart objects are reused, so their widgets
@@ -185,8 +189,9 @@ class LayoutExplorer:
             cand = self._candidates(opts, c)
             summary = c.summary()
             s = summary.row(0, named=True)
-            status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} "
-                      f"row_shard={s['row_shard']} inner_split={s['inner_split']}: "
+            grid = (f"plans {s['plans']}" if s.get("plans") else
+                    f"row_shard={s['row_shard']} inner_split={s['inner_split']}")   # per-op plans replace the grid
+            status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} {grid}: "
                       f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
                       f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))

@@ -12,6 +12,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.viz import text
 
 #: rows VegaFusion may hand to the browser after it has run a chart's transforms
 DEFAULT_MAX_ROWS = 100_000
@@ -75,7 +76,5 @@ def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
 
 
 def html_table(df: pl.DataFrame, *, title: str = "") -> str:
-    """A small frame as an HTML table (the frame's own rendering), with an optional bold title."""
-    head = f"<b>{title}</b>" if title else ""
-    with pl.Config(tbl_rows=max(df.height, 1), tbl_cols=max(df.width, 1), fmt_str_lengths=60):
-        return head + df._repr_html_()
+    """A small frame as a compact HTML table (:func:`toolkit.viz.text.html_table`), with an optional bold title."""
+    return text.html_table(df, max(df.height, 1), title=title)

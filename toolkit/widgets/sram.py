@@ -36,6 +36,7 @@ class SramExplorer:
             msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
             raise OptionError(msg, field="color", value=color)
         self.compilation = compilation
+        self._objects: pl.DataFrame | None = None
         self.target = compilation.target
         self.by = by
         occ = compilation.placement.occupancy
@@ -91,8 +92,11 @@ class SramExplorer:
                              f"{row['capacity_bytes']:,} B) at event {row['peak_event']}{span}")
 
     def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        p = self.compilation.placement
-        return self.compilation.schedule.objects, p.placement, p.occupancy
+        """Every placed object (the program's and the package's code and tables), their placement, occupancy."""
+        c = self.compilation
+        if self._objects is None:
+            self._objects = pl.concat([c.schedule.objects, c.package.objects], how="vertical_relaxed")
+        return self._objects, c.placement.placement, c.placement.occupancy
 
     def _moved(self, _: dict) -> None:
         # the busiest-tiles list follows the tile, whichever control moved it (it showed a stale pick)
