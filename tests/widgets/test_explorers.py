@@ -254,3 +254,22 @@ def test_every_explorer_chart_compiles_under_vegafusion(small):
     for ex in explorers:
         for chart in (v for v in vars(ex).values() if isinstance(v, alt.JupyterChart)):
             assert chart.chart is None or chart.spec is not None
+
+
+def test_one_program_is_one_row_and_plans_say_their_local_rows(explorer):
+    """Two settings that compile the same program are one row under both labels; a plan layout's status gives
+    each op's local rows (the row block the plan runs), not the grid's row_block."""
+    import dataclasses
+    first = explorer.current_options()
+    pinned = dataclasses.replace(first, row_block=explorer.compilation.layout.chosen.row_block)
+    explorer._views[pinned] = explorer._view(first)   # as if pinning the searched row block compiled the same
+    explorer._compiled[pinned] = explorer.compilation
+    explorer._order.append(pinned)
+    table = explorer.compared()
+    assert table["layout"].to_list()[0] == f"{pin_label(pinned)} = {pin_label(first)}"
+    assert table.height == len(explorer._order) - 1
+    c = explorer.compilation
+    if c.layout.chosen.plans:
+        name, plan = c.layout.chosen.plans[0]
+        rows = int(c.graph.ops.filter(c.graph.ops["name"] == name)["rows"].item())
+        assert f"{name.rsplit('.', 1)[-1]} {-(-rows // plan.m)}" in explorer.status.value

@@ -160,10 +160,15 @@ class LayoutExplorer:
         return hit
 
     def compared(self) -> pl.DataFrame:
-        """The compiled layouts so far, most recent first (``compare_layouts`` columns)."""
+        """The compiled layouts so far, most recent first (``compare_layouts`` columns). Settings that compiled
+        the same program (the slider moved onto the searched row block) are one row, their labels joined."""
         recent = list(reversed(self._order))[: self.history]
-        return pl.concat([self._view(o)[3].with_columns(pl.lit(pin_label(o)).alias("layout")) for o in recent],
+        rows = pl.concat([self._view(o)[3].with_columns(pl.lit(pin_label(o)).alias("layout")) for o in recent],
                          how="vertical_relaxed").select("layout", *COMPARE_COLUMNS)
+        same = [c for c in COMPARE_COLUMNS if c not in ("vs_hardware",)]
+        return (rows.with_row_index("_at").group_by(same, maintain_order=True)
+                .agg(pl.col("layout").str.join(" = "), pl.col("vs_hardware").first(), pl.col("_at").min())
+                .sort("_at").select("layout", *COMPARE_COLUMNS))
 
     # -- updates -------------------------------------------------------------------
     def update(self) -> None:
@@ -189,15 +194,23 @@ class LayoutExplorer:
             cand = self._candidates(opts, c)
             summary = c.summary()
             s = summary.row(0, named=True)
-            grid = (f"plans {s['plans']}" if s.get("plans") else
-                    f"row_shard={s['row_shard']} inner_split={s['inner_split']}")   # per-op plans replace the grid
-            status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; row_block={s['row_block']} {grid}: "
+            status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; {self._shape(c, s)}: "
                       f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
                       f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
             self._views[opts] = (status, pareto(cand, row_block=s["row_block"]), tradeoff(cand, x="row_block"),
                                  compared_row(c))
         return self._views[opts]
+
+    def _shape(self, c: Compilation, s: dict) -> str:
+        """What the compiled layout is: its per-op plans with each op's local rows (ceil(rows / m), the row
+        block a plan really runs), or the global grid when no op has a plan of its own."""
+        plans = c.layout.chosen.plans
+        if not plans:
+            return f"row_block={s['row_block']} row_shard={s['row_shard']} inner_split={s['inner_split']}"
+        rows = dict(zip(c.graph.ops["name"].to_list(), c.graph.ops["rows"].to_list(), strict=True))
+        local = ", ".join(f"{name.rsplit('.', 1)[-1]} {-(-rows[name] // g.m)}" for name, g in plans if name in rows)
+        return f"plans {s['plans']} (local rows: {local})"
 
     def _changed(self, change: dict) -> None:
         if self._quiet:
