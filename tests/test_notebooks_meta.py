@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-EXPECTED = {"00-tour.ipynb", "01-layout.ipynb", "02-sram.ipynb", "03-profiles.ipynb", "05-artifacts.ipynb"}
+EXPECTED = {"00-tour.ipynb", "01-layout.ipynb", "02-sram.ipynb", "03-profiles.ipynb", "04-sweeps.ipynb",
+            "05-artifacts.ipynb"}
 
 
 def test_every_notebook_is_there():

@@ -123,6 +123,22 @@ def test_notebook_without_explorer_runs_clean(notebook, name):
     assert_clean(nb)
 
 
+def test_sweeps_notebook_front_legends_and_failures(notebook):
+    nb = notebook("04-sweeps")
+    expect, wait = nb.api.expect, nb.left_ms
+    charts = nb.charts()
+    assert len(charts) == 3, [c["title"] for c in charts]   # by weight class, by row block, lowered estimate
+    for ch in charts:   # six points compiled and drawn, the pinned plan failed and is counted
+        assert "6 of 7 points drawn" in ch["title"] and "1 failed point(s) not drawn" in ch["title"], ch["title"]
+        assert ch["legends"] == 2 and ch["labels"] >= 3, ch   # colour (a grid key) and placement
+    cells = nb.page.locator(".jp-Notebook .jp-Cell")
+    by_class = nb.page.locator(".jp-Notebook .vega-embed svg.marks").first
+    labels = by_class.locator("g.role-legend-label text").all_text_contents()
+    assert {"interleaved", "standard", "placed"} <= set(labels), labels
+    expect(cells.last).to_contain_text("needs 256 tiles", timeout=wait())   # the failure table gives the reason
+    assert_clean(nb)
+
+
 def test_layout_explorer_slider_and_dropdowns(notebook):
     nb = notebook("01-layout")
     expect, wait = nb.api.expect, nb.left_ms

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from toolkit.cli import compile as compile_cli
-from toolkit.cli import gitfilter, graph, placement, profile, sram
+from toolkit.cli import gitfilter, graph, lab, placement, profile, sram
 
 app = typer.Typer(
     name="toolkit",
@@ -21,6 +21,7 @@ app.command("sweep")(compile_cli.sweep_cmd)
 app.command("workloads")(graph.workloads_cmd)
 app.command("graph")(graph.graph_cmd)
 app.command("git-filter")(gitfilter.git_filter_cmd)
+app.command("lab")(lab.lab_cmd)
 app.add_typer(profile.app, name="profile")
 app.add_typer(placement.app, name="placement")
 app.add_typer(sram.app, name="sram")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from toolkit.artifacts import check_artifacts, check_out, write_case
 from toolkit.cli.graph import fail, show
@@ -53,9 +56,14 @@ def compile_cmd(
     check: bool = typer.Option(
         False, "--check", help="Run the functional check; record max_abs_error (against the exact model) and "
                                "max_abs_deviation (against the op-by-op reference)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (and no progress display)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display on stderr."),
 ) -> None:
-    """Compile a workload through every stage and print its summary."""
+    """Compile a workload through every stage and print its summary.
+
+    While it runs, stderr shows the stage (and which finalist layout the later stages are on): a bar on a
+    terminal, cleared when the compile ends; one line per stage on a pipe or file; nothing with --quiet or --json.
+    """
     import toolkit
     try:
         if out is not None:   # a path a case cannot be written to fails before the compile, not after
@@ -65,13 +73,7 @@ def compile_cmd(
         if check:
             options["check"] = True
         target = toolkit.load_target(target_file) if target_file else toolkit.ipu21()
-        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task(f"compiling {workload}", total=1)
-
-            def progress(stage: str, index: int, total: int) -> None:
-                bar.update(task, description=f"{workload}: {stage}", completed=index, total=total)
-
+        with _stage_progress(workload, show=not (quiet or as_json)) as progress:
             c = toolkit.compile(graph, target=target, options=options, progress=progress)
         profile, result = c.profile, c.check
         if out is not None:
@@ -106,6 +108,52 @@ def compile_cmd(
         show(pairs, f"{c.workload}: the layout")
     if out is not None and not as_json:
         typer.echo(f"wrote {out}", err=True)
+
+
+#: the stages ``toolkit.compile`` runs once per finalist layout it tries, in order (toolkit.pipeline._finalist)
+FINALIST_STAGES = ("schedule", "exchange", "tiles", "package", "placement")
+
+
+@contextmanager
+def _stage_progress(workload: str, *, show: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``progress(stage, index, total)`` callback for ``toolkit.compile`` drawing on stderr.
+
+    The finalist stages run again for every finalist layout tried (until one places), so they say which
+    finalist they are on and the step count goes back when a new finalist starts; ``placement`` straight
+    after ``placement`` is the chosen finalist's tile images. On a terminal: a transient bar (one step per
+    stage); otherwise one line per stage, and a last line with the seconds and the finalists tried.
+    """
+    if not show:
+        yield None
+        return
+    console = Console(stderr=True)
+    start, seen = time.perf_counter(), {"finalists": 0, "last": ""}
+
+    def label(stage: str) -> str:
+        seen["finalists"] += stage == "schedule"
+        n, again = seen["finalists"], stage == seen["last"]
+        seen["last"] = stage
+        if stage == "done":
+            return f"compiled in {time.perf_counter() - start:.1f} s, {n} finalist layout(s) tried"
+        what = "placement: tile images" if stage == "placement" and again else stage
+        return f"{what}, finalist {n}" if stage in FINALIST_STAGES and n else what
+
+    if not console.is_terminal:
+        def line(stage: str, index: int, total: int) -> None:
+            step = "" if stage == "done" else f" (stage {index + 1} of {total})"
+            typer.echo(f"{workload}: {label(stage)}{step}", err=True)
+
+        yield line
+        return
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, transient=True)
+    task = bar.add_task(f"{workload}: starting", total=1)
+
+    def draw(stage: str, index: int, total: int) -> None:   # refresh: a stage shorter than a frame is still drawn
+        bar.update(task, description=f"{workload}: {label(stage)}", completed=index, total=total, refresh=True)
+
+    with bar:
+        yield draw
 
 
 @artifacts_app.command("check")

@@ -26,6 +26,8 @@ FIXED = {"exchange": "#4e79a7", "compute": "#f28e2b", "synchronization": "#79706
          # the renderer's timeline categories (toolkit.profile.timeline_categories): exchange in blues
          "send+receive": "#1f4e79", "send": "#4e79a7", "receive": "#a0cbe8", "partner busy": "#b07aa1",
          "exchange idle": "#e8eef5", "sync": "#79706e"}
+# the two weight / memory classes (a sweep's or a layout's most common categorical key): far apart
+FIXED.update({"interleaved": "#7570b3", "standard": "#e6ab02"})
 _FREE = [c for c in PALETTE if c not in FIXED.values()]
 FIXED.update({k: _FREE[i % len(_FREE)] for i, k in enumerate(k for k in KERNEL_SYMBOLS if k not in FIXED)})
 assert set(SAMPLE_KINDS) <= set(FIXED)
