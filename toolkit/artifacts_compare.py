@@ -31,6 +31,7 @@ from toolkit.artifacts import MANIFEST, Case, check_artifacts, load_case, verify
 from toolkit.errors import OptionError
 from toolkit.profile import CATEGORIES, category_cycles, crop, query, timeline_categories
 from toolkit.report import hardware_figure
+from toolkit.schedule import block_instances
 
 #: check_cases: one row per case directory
 CHECK_SCHEMA: tables.Schema = {
@@ -221,14 +222,11 @@ def _exchange_bytes(case: Case) -> tuple[int | None, int | None]:
     if summary is None:
         return None, None
     word = int(case.manifest.get("target", {}).get("word_bytes", 4))
-    repeats = case.tables.get("schedule.repeats")
-    phase = pl.col("phase")
-    instances = pl.lit(1, tables.BIG)
-    for first, last, n in ([] if repeats is None else repeats.select("first_phase", "last_phase", "instances")
-                           .iter_rows()):
-        instances = pl.when(phase.is_between(first, last)).then(pl.lit(n, tables.BIG)).otherwise(instances)
-    total = summary.select((pl.col("words") * instances).sum().alias("sent"),
-                           (pl.col("delivered_words") * instances).sum().alias("delivered")).row(0)
+    phases = case.tables["schedule.phases"].select("phase", "block")
+    times = block_instances(case.tables["schedule.repeats"])
+    total = (summary.join(phases, on="phase", how="left")
+             .select((pl.col("words") * times).sum().alias("sent"),
+                     (pl.col("delivered_words") * times).sum().alias("delivered")).row(0))
     return int(total[0]) * word, int(total[1]) * word
 
 

@@ -36,7 +36,7 @@ from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
 from toolkit.profile import Profile
-from toolkit.schedule import Schedule, schedule
+from toolkit.schedule import Schedule, block_instances, schedule
 from toolkit.schedule.verify import verify_schedule
 from toolkit.simulate import simulate
 from toolkit.target import Target, ipu21
@@ -134,8 +134,7 @@ class Compilation:
 def phase_cycles(sched: Schedule, exchange: Exchange) -> pl.DataFrame:
     """Every symbolic phase with its lowered cycles (compute and sync as scheduled, exchange as lowered) and the
     cycles of all its repeat instances (``cycles``), plus the bytes it receives (``bytes``, instances included)."""
-    inst = dict(zip(sched.repeats["block"].to_list(), sched.repeats["instances"].to_list(), strict=True))
-    times = pl.col("block").replace_strict(inst, default=1, return_dtype=pl.Int64)
+    times = block_instances(sched.repeats)
     received = sched.transfers.group_by("phase").agg(pl.col("size_bytes").sum().alias("bytes"))
     return (sched.phases
             .join(exchange.summary.select("phase", pl.col("est_cycles").alias("lowered")), on="phase", how="left")

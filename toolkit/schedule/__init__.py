@@ -57,6 +57,13 @@ REPEAT_PHASES_SCHEMA = {"block": pl.String, "instances": pl.Int64, "first_phase"
 RELOCATIONS_SCHEMA = {"block": pl.String, "instance": pl.Int32, "object_id": pl.Int64, "repeat_index": pl.Int32}
 
 
+def block_instances(repeats: pl.DataFrame) -> pl.Expr:
+    """How many times the phase of each row runs: its ``block``'s repeat instances (REPEAT_PHASES_SCHEMA), 1 outside
+    repeated blocks. The one rule for multiplying a symbolic phase's cycles or bytes by its instances."""
+    inst = dict(zip(repeats["block"].to_list(), repeats["instances"].to_list(), strict=True))
+    return pl.col("block").replace_strict(inst, default=1, return_dtype=pl.Int64)
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """The symbolic BSP program: phases, commands, transfers and memory objects."""
