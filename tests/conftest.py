@@ -13,3 +13,13 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside the checkout")
     return SHARED
+
+
+@pytest.fixture
+def vega_lite_specs():
+    """Charts read as Vega-Lite specs: VegaFusion off for the test even if a notebook test enabled it."""
+    import altair as alt
+    before = alt.data_transformers.active
+    alt.data_transformers.enable("default")
+    yield
+    alt.data_transformers.enable(before)

@@ -4,7 +4,6 @@ import json
 import shutil
 from pathlib import Path
 
-import altair as alt
 import polars as pl
 import pytest
 
@@ -23,12 +22,8 @@ def cases():
 
 
 @pytest.fixture(autouse=True)
-def _vega_lite_specs():
-    """Read Vega-Lite specs: keep VegaFusion off even if a notebook test enabled it."""
-    before = alt.data_transformers.active
-    alt.data_transformers.enable("default")
-    yield
-    alt.data_transformers.enable(before)
+def _vega_lite_specs(vega_lite_specs):
+    """Charts here are read as Vega-Lite specs (tests/conftest.py)."""
 
 
 def test_compare_has_one_typed_row_per_case_with_the_manifests_numbers(cases):

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import altair as alt
 import pytest
 
 import toolkit
@@ -13,9 +12,5 @@ def small() -> toolkit.Compilation:
 
 
 @pytest.fixture(autouse=True)
-def _vega_lite_specs():
-    """Widget tests read Vega-Lite specs: keep VegaFusion off even if a notebook test enabled it."""
-    before = alt.data_transformers.active
-    alt.data_transformers.enable("default")
-    yield
-    alt.data_transformers.enable(before)
+def _vega_lite_specs(vega_lite_specs):
+    """Charts here are read as Vega-Lite specs (tests/conftest.py)."""

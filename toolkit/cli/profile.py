@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from toolkit.cli.graph import fail
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import check_output
 
@@ -16,18 +17,13 @@ app = typer.Typer(help="Read, crop, query and export cycle profiles (simulated o
 FileArg = Annotated[Path, typer.Argument(help="A .capnp hardware profile or a .parquet profile directory.")]
 
 
-def _fail(exc: Exception) -> None:
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
-
-
 def _read(path: Path):
     from toolkit.profile import read_profile
 
     try:
         return read_profile(path)
     except FormatError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @app.command("crop")
@@ -68,7 +64,7 @@ def query_cmd(
     try:
         q = query(profile, by=group_by, cropped=not shared_clock)
     except OptionError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         typer.echo(json.dumps(q.to_dicts()))
         return
@@ -99,12 +95,12 @@ def export_cmd(
     try:
         check_output(perfetto, "--perfetto")
     except OptionError as exc:
-        _fail(exc)
+        fail(exc)
     profile = _read(file)
     try:
         paths = export_perfetto(profile, perfetto, max_events_per_file=max_events, shared_clock=shared_clock)
     except OptionError as exc:
-        _fail(exc)
+        fail(exc)
     for p in paths:
         typer.echo(str(p))
 
@@ -125,9 +121,9 @@ def render_cmd(
     barriers, phase and kernel tables.
 
     The page inlines its scripts: it opens with no network. A timeline too
-    big to draw piece by piece (over 64 tiles or 4,000 pieces) is binned:
-    time into 150 bins, tiles into at most 48 groups, each cell coloured by
-    the category holding most tile-cycles in it. --png / --svg add one image
+    big to draw piece by piece is binned in time and in groups of tiles, each
+    cell coloured by the category holding most tile-cycles in it (the chart
+    title says how it was binned). --png / --svg add one image
     per chart beside the HTML (report.timeline.svg, report.barriers.svg, ...).
     Every file goes through a temporary sibling: no half-written output.
     """
@@ -135,13 +131,9 @@ def render_cmd(
 
     try:
         check_output(output, "--output")
-    except OptionError as exc:
-        _fail(exc)
-    profile = _read(file)
-    try:
-        report = profile_report(profile, name=file.name, shared_clock=shared_clock)
+        report = profile_report(_read(file), name=file.name, shared_clock=shared_clock)
         paths = write_report(report, output, images=[f for f, on in (("png", png), ("svg", svg)) if on])
     except (FormatError, OptionError) as exc:
-        _fail(exc)
+        fail(exc)
     for p in paths:
         typer.echo(str(p))

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from toolkit.cli.graph import fail
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import check_output
 
@@ -18,11 +19,6 @@ IMAGES_HELP = "Also write every chart as {fmt} beside the HTML: <stem>.<chart>.{
 @app.callback()
 def _group() -> None:
     """SRAM occupancy and memory maps of an artifacts case."""
-
-
-def _fail(exc: Exception) -> None:
-    typer.echo(f"error: {exc}", err=True)
-    raise typer.Exit(2)
 
 
 @app.command("render")
@@ -57,6 +53,6 @@ def render_cmd(
         report = sram_report(load_case(case), tiles=tiles)
         paths = write_report(report, output, images=[f for f, on in (("png", png), ("svg", svg)) if on])
     except (FormatError, OptionError) as exc:
-        _fail(exc)
+        fail(exc)
     for p in paths:
         typer.echo(str(p))
