@@ -274,3 +274,14 @@ def test_one_program_is_one_row_and_plans_say_their_local_rows():
         name, plan = c.layout.chosen.plans[0]
         rows = int(c.graph.ops.filter(c.graph.ops["name"] == name)["rows"].item())
         assert f"{name.rsplit('.', 1)[-1]} {-(-rows // plan.m)}" in explorer.status.value
+
+
+def test_memory_classes_keep_their_palette_colour_in_every_view(small):
+    """The memory map, the peak breakdown and any other chart colour a class alike (toolkit.viz.palette)."""
+    from toolkit.viz.palette import color_of
+    ex = SramExplorer(small, color="class")
+    scales = [ex.map_chart.chart.to_dict()["layer"][0]["encoding"]["color"]["scale"],
+              *(c["encoding"]["color"]["scale"] for c in ex.breakdown_chart.chart.to_dict()["hconcat"])]
+    for scale in scales:
+        assert scale["range"] == [color_of(v) for v in scale["domain"]]
+        assert "interleaved" in scale["domain"] or "standard" in scale["domain"]

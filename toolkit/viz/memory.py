@@ -31,6 +31,7 @@ import polars as pl
 from toolkit.errors import OptionError
 from toolkit.tables import FAILURES_SCHEMA, OBJECTS_SCHEMA, OCCUPANCY_SCHEMA, PLACEMENT_SCHEMA, Schema
 from toolkit.target import Target
+from toolkit.viz.palette import color_scale
 from toolkit.viz.text import fit_title
 
 DEFAULT_MAX_ROWS = 5000
@@ -198,7 +199,7 @@ def memory_map(
             x=alt.X("first:Q", title="event"), x2="end_event:Q",
             y=alt.Y("address:Q", title="address", scale=y_scale, axis=alt.Axis(format="#x", values=ticks, grid=False)),
             y2="end_address:Q",
-            color=alt.Color(f"{color}:N", title=color),
+            color=_category_color(placed, color),
             tooltip=[
                 alt.Tooltip("name:N"), alt.Tooltip("object_id:Q"), alt.Tooltip("kind:N"), alt.Tooltip("class:N"),
                 alt.Tooltip("size_bytes:Q", format=","), alt.Tooltip("span_bytes:Q", format=","),
@@ -266,12 +267,12 @@ def peak_breakdown(
     capacity = target.memory_bytes
     bars = alt.Chart(groups).mark_bar().encode(
         y=alt.Y(f"{by}:N", sort="-x", title=by), x=alt.X("sum(bytes):Q", title="live bytes"),
-        color=alt.Color("class:N"),
+        color=_category_color(live, "class"),
         tooltip=[*dict.fromkeys([f"{by}:N", "class:N"]), alt.Tooltip("bytes:Q", format=","), "objects:Q"],
     ).properties(width=320, title=f"live bytes by {by}")
     big = alt.Chart(largest).mark_bar().encode(
         y=alt.Y("name:N", sort="-x", title=None), x=alt.X("span_bytes:Q", title="bytes"),
-        color=alt.Color("class:N"),
+        color=_category_color(live, "class"),
         tooltip=["name:N", "object_id:Q", "kind:N", "class:N", alt.Tooltip("span_bytes:Q", format=","),
                  alt.Tooltip("address:Q", format="#x"), "first:Q", "last:Q"],
     ).properties(width=320, title=f"{largest.height} largest live objects")
@@ -286,6 +287,14 @@ def peak_breakdown(
 
 # -- over time -------------------------------------------------------------------------
 # -- helpers ---------------------------------------------------------------------------
+def _category_color(frame: pl.DataFrame, column: str) -> alt.Color:
+    """A nominal colour with the palette's stable colour per category (a memory class is the same colour here as
+    in a sweep or layout chart); non-text columns (region numbers) keep the default scheme."""
+    if frame.schema[column] == pl.String:
+        return alt.Color(f"{column}:N", title=column, scale=color_scale(frame[column].unique().to_list()))
+    return alt.Color(f"{column}:N", title=column)
+
+
 def _value(value: str) -> str:
     column = value.removeprefix("peak_") if isinstance(value, str) else value
     if column not in _OCCUPANCY_VALUES:
