@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -259,3 +260,32 @@ def test_bad_placement_options_name_the_field(field):
 
     with pytest.raises(OptionError, match=f"{field}=0 must be positive seconds"):
         PlacementOptions(**{field: 0})
+
+
+@pytest.mark.parametrize("field", ["search_nodes", "search_budget_nodes"])
+def test_bad_node_budgets_name_the_field(field):
+    from toolkit.errors import OptionError
+    from toolkit.placement import PlacementOptions
+
+    with pytest.raises(OptionError, match=f"{field}=0 must be a positive number of search nodes"):
+        PlacementOptions(**{field: 0})
+
+
+def test_search_node_budget_bounds_the_exact_search():
+    # the search stops at its node budget, never past it, and the same input with the same budget gets the same
+    # answer whatever the clock says (the placement verdict does not depend on the machine's load)
+    from toolkit.placement._arena_search import _search
+    from toolkit.placement.arena import _sections
+
+    rng = np.random.default_rng(3)
+    lo = rng.integers(0, 40, 60)
+    up = lo + rng.integers(1, 20, 60)
+    size = rng.integers(1, 9, 60)
+    sl, su, sections = _sections(lo, up)
+    peak = max(int(size[(lo <= t) & (up > t)].sum()) for t in range(int(up.max())))
+    for budget in (1, 7, 300):
+        runs = [_search(lo, up, sl, su, size, sections, peak, deadline=float("inf"), max_nodes=budget)
+                for _ in range(2)]
+        (f1, e1, n1, r1), (f2, e2, n2, r2) = runs
+        assert n1 <= budget and (n1, r1, e1) == (n2, r2, e2)
+        assert (f1 is None) == (f2 is None) and (f1 is None or np.array_equal(f1, f2))

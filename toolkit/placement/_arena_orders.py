@@ -12,7 +12,7 @@ import numpy as np
 
 
 def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-           sections: int) -> list[tuple[str, np.ndarray]]:
+           sections: int, keys: dict[str, tuple[np.ndarray, int]] | None = None) -> list[tuple[str, np.ndarray]]:
     """Tie-break orders (rank 0 tried first) used by the skyline pass and the search restarts.
 
     W = lifetime length, A = area (size x length), T = the largest total of live
@@ -21,26 +21,28 @@ def _ranks(sl: np.ndarray, su: np.ndarray, size: np.ndarray, lower: np.ndarray, 
     of buffers overlapping in time. "LZR" puts buffers
     live over at least half of all sections first (long-lived ones belong at the
     bottom, not on top of the peak), then the largest, latest-starting first.
-    The search restarts use the first SEARCH_HEURISTICS only.
+    The search restarts use the first SEARCH_HEURISTICS only. ``keys``: the
+    :func:`_rank_keys` of the same buffers when the caller has them already.
     """
     out = []
-    for name, (keys, _dyn) in _rank_keys(sl, su, size, lower, upper, sections).items():
-        order = np.lexsort((np.arange(len(size)), *keys[::-1]))
+    for name, (rows, _dyn) in (keys or _rank_keys(sl, su, size, lower, upper, sections)).items():
+        order = np.lexsort((np.arange(len(size)), *rows[::-1]))
         rank = np.empty(len(size), np.int64)
         rank[order] = np.arange(len(size))
         out.append((name, rank))
     return out
 
 
-def _rank_keys(sl, su, size, lower, upper, sections) -> dict[str, tuple[np.ndarray, int]]:
+def _rank_keys(sl, su, size, lower, upper, sections, total=None) -> dict[str, tuple[np.ndarray, int]]:
     """Per order of :func:`_ranks`: its keys (rows, most significant first, ascending) and the row of T (-1: none).
+    ``total``: the :func:`_max_section_total` of the same buffers when the caller has it already.
 
     The search re-sorts the parts it splits off on these keys, T recomputed over
     the buffers still unplaced (as MiniMalloc does when it solves a new partition).
     """
     width = upper - lower
     area = size * width
-    total = _max_section_total(sl, su, size, sections)
+    total = _max_section_total(sl, su, size, sections) if total is None else total
     span = su - sl
     specs = {
         "WAT": ((-width, -area, -total), 2),

@@ -5,8 +5,10 @@ returns ``(offsets or None, exhausted, nodes, restarts)``: offsets that fit
 ``capacity`` (per-buffer ``caps`` and ``floors`` when given), or None with
 ``exhausted`` True only when the whole search space was refuted. It restarts
 over the tie-break orders of :mod:`toolkit.placement._arena_orders`, doubling
-the node budget every round, until ``deadline`` (a ``time.perf_counter()``
-value). The branching itself runs in :mod:`toolkit.placement._kernels`.
+the node budget every round, until ``max_nodes`` nodes are spent (a
+reproducible bound: the same input always gets the same answer) or
+``deadline`` (a ``time.perf_counter()`` value, a wall-clock safety cap) passes.
+The branching itself runs in :mod:`toolkit.placement._kernels`.
 """
 
 from __future__ import annotations
@@ -76,8 +78,10 @@ def _static_parts(sl: np.ndarray, su: np.ndarray, crossing: np.ndarray, sections
     return np.stack([bounds[:-1][keep], bounds[1:][keep]], axis=1).ravel()
 
 
-def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=None, floors=None):
+def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=None, floors=None, max_nodes=None):
     """Restarted depth-first search; returns (offsets or None, exhausted, nodes, restarts).
+
+    Stops after ``max_nodes`` nodes (None: no node bound) or at ``deadline``, whichever comes first.
 
     ``caps`` (per buffer, default ``capacity``) bound each buffer's top and
     ``floors`` (default 0) its offset; the search stays exact with both.
@@ -93,8 +97,9 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     if floors is not None:  # identical buffers must also share their bounds to be interchangeable
         prev = np.where((prev >= 0) & (cap[np.maximum(prev, 0)] == cap) & (floor[np.maximum(prev, 0)] == floor),
                         prev, -1)
-    ranks = _ranks(sl, su, size, lower, upper, sections)[:SEARCH_HEURISTICS]
-    rank_keys = _rank_keys(sl, su, size, lower, upper, sections)
+    total = _max_section_total(sl, su, size, sections)
+    rank_keys = _rank_keys(sl, su, size, lower, upper, sections, total=total)
+    ranks = _ranks(sl, su, size, lower, upper, sections, keys=rank_keys)[:SEARCH_HEURISTICS]
     no_keys = (np.zeros((0, n), np.int64), -1)
     # every order re-sorts its split-off parts on the remaining totals (running the T orders static as well,
     # in the same round, was slower on 7 of the 11 MiniMalloc instances)
@@ -115,8 +120,8 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
     rng = np.random.default_rng(0)
     per_round = len(plans) + SEARCH_SHUFFLED
     area = size * (upper - lower)
-    total = _max_section_total(sl, su, size, sections)
-    while time.perf_counter() < deadline:
+    limit = max_nodes if max_nodes is not None else np.iinfo(np.int64).max
+    while nodes < limit and time.perf_counter() < deadline:
         slot = restarts % per_round
         rkeys, dyn = no_keys
         if slot < len(plans):
@@ -144,10 +149,12 @@ def _search(lower, upper, sl, su, size, sections, capacity, *, deadline, caps=No
         state["cutbuf"][: len(parts) - 2] = parts[2:]
         spent = 0
         status = K.RUNNING
-        while status == K.RUNNING and spent < budget and time.perf_counter() < deadline:
+        while (status == K.RUNNING and spent < budget and nodes + spent < limit
+               and time.perf_counter() < deadline):
             before = int(st[1])
             status = K.search(
-                st, sl, su, size, cap, rank, prev, ptr, nbr, capacity, min(SEARCH_SLICE, budget - spent),
+                st, sl, su, size, cap, rank, prev, ptr, nbr, capacity,
+                min(SEARCH_SLICE, budget - spent, limit - nodes - spent),
                 state["m"], state["placed"], state["offsets"], state["seq"], state["h"], state["rem"],
                 state["cross"], state["undo_j"], state["undo_v"], state["undo_ptr"], state["hundo"],
                 state["hundo_ptr"], frames, state["cutbuf"], state["cut_ptr"], state["hatless"],

@@ -10,11 +10,11 @@ region boundary are retried with one-unit barriers pinned at the boundaries.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from toolkit.placement import _tiles as T
 from toolkit.placement.arena import _search, _sections
@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     from toolkit.placement.place import _Geometry
 
 
-def exact_tile(tile: pl.DataFrame, geo: _Geometry, seconds: float):
-    """Exact arena search in addresses counted down from the load limit; (result or None, proven infeasible).
+def exact_tile(tile: dict[str, np.ndarray], geo: _Geometry, seconds: float, max_nodes: int | None = None):
+    """Exact arena search in addresses counted down from the load limit; (result or None, proven infeasible,
+    search nodes spent). At most ``max_nodes`` nodes (None: unbounded) and ``seconds`` seconds are spent.
+
+    ``tile`` holds one tile's request columns in placement order (``results.arrays`` without ``ptr``:
+    phase, first, last, size, align, count, excl, exec, and ``pref``, the allowed regions padded with -1).
 
     Executable requests are packed back to back into whole instruction elements at the start of the first
     code region, and that block is one buffer pinned there over all time: data then never shares an
@@ -32,34 +36,45 @@ def exact_tile(tile: pl.DataFrame, geo: _Geometry, seconds: float):
     pinning (a tile without code) and no region barriers.
     """
     if tile["excl"].any() or (tile["phase"] == T.AUXILIARY).any():
-        return None, False
-    data = ~tile["exec"].to_numpy()
-    unit = int(np.lcm.reduce(tile["align"].to_numpy()))
+        return None, False, 0
+    _compiled()
+    data = ~tile["exec"]
+    unit = int(np.lcm.reduce(tile["align"]))
     top = geo.target.load_limit
     if unit > 64 or top % unit or geo.target.memory_start % unit:
-        return None, False
-    count = tile["count"].to_numpy()
-    size = tile["size"].to_numpy()
-    align = tile["align"].to_numpy()
+        return None, False, 0
+    count = tile["count"]
+    size = tile["size"]
+    align = tile["align"]
     total = np.where(count > 1, -(-size // align) * align * count, size)
     stride = np.where(count > 1, -(-size // align) * align, size)
-    address = np.zeros(tile.height, np.int64)
+    address = np.zeros(len(size), np.int64)
     pinned: list[tuple[int, int]] = []   # (offset, units) of buffers fixed over all time
     if not data.all():
         code = _code_block(total[~data], align[~data], geo)
         if code is None:
-            return None, False
+            return None, False, 0
         address[~data], block_lo, block_bytes = code
         if (top - block_lo) % unit or block_bytes % unit:
-            return None, False
+            return None, False, 0
         pinned.append(((top - block_lo - block_bytes) // unit, block_bytes // unit))
-    d = tile.filter(pl.Series(data))
-    found = _search_data(d, total[data], unit, pinned, geo, seconds)
+    d = {k: tile[k][data] for k in ("first", "last", "pref")}
+    found, nodes = _search_data(d, total[data], unit, pinned, geo, seconds, max_nodes)
     if isinstance(found, bool):
-        return None, found and not pinned
+        return None, found and not pinned, nodes
     address[data] = found
     region = np.searchsorted(geo.rstart, address, side="right") - 1
-    return {"address": address, "region": region, "stride": stride, "extent": total}, False
+    return {"address": address, "region": region, "stride": stride, "extent": total}, False, nodes
+
+
+@functools.cache
+def _compiled() -> None:
+    """Compile (or load from numba's cache) the search kernels once, on a two-buffer instance, so the first
+    tile's wall-clock cap is not spent compiling."""
+    lo, up, size = np.array([0, 1], np.int64), np.array([2, 2], np.int64), np.array([1, 1], np.int64)
+    sl, su, sections = _sections(lo, up)
+    _search(lo, up, sl, su, size, sections, 2, deadline=float("inf"), max_nodes=100,
+            caps=np.array([2, 2], np.int64), floors=np.zeros(2, np.int64))
 
 
 def _code_block(total: np.ndarray, align: np.ndarray, geo: _Geometry) -> tuple[np.ndarray, int, int] | None:
@@ -79,25 +94,32 @@ def _code_block(total: np.ndarray, align: np.ndarray, geo: _Geometry) -> tuple[n
     return lo + offsets, lo, block
 
 
-def _search_data(d: pl.DataFrame, total: np.ndarray, unit: int, pinned: list[tuple[int, int]], geo: _Geometry,
-                 seconds: float) -> np.ndarray | bool:
-    """Addresses of the data requests ``d`` around the ``pinned`` buffers, or whether infeasibility is proven.
+def _search_data(d: dict[str, np.ndarray], total: np.ndarray, unit: int, pinned: list[tuple[int, int]], geo: _Geometry,
+                 seconds: float, max_nodes: int | None) -> tuple[np.ndarray | bool, int]:
+    """Addresses of the data requests ``d`` around the ``pinned`` buffers, or whether infeasibility is proven;
+    and the search nodes spent (both passes share ``max_nodes``).
 
     First without, then (if a request straddles a region boundary) with one-unit barriers at the region
     boundaries pinned over all time; only the search without barriers can prove infeasibility.
     """
     top = geo.target.load_limit
     usize = -(-total // unit)
-    lo_addr = np.array([min(geo.rstart[r] for r in rs) for rs in d["regions"].to_list()], np.int64)
-    hi_addr = np.array([max(geo.rend[r] for r in rs) for rs in d["regions"].to_list()], np.int64)
+    pref = d["pref"]
+    listed = pref >= 0
+    r = np.maximum(pref, 0)
+    lo_addr = np.where(listed, geo.rstart[r], np.iinfo(np.int64).max).min(axis=1)
+    hi_addr = np.where(listed, geo.rend[r], np.iinfo(np.int64).min).max(axis=1)
     caps = (top - lo_addr) // unit
     floors = -(-(top - hi_addr) // unit)
-    first = d["first"].to_numpy().astype(np.int64)
-    last = d["last"].to_numpy().astype(np.int64) + 1
+    first = d["first"].astype(np.int64)
+    last = d["last"].astype(np.int64) + 1
     deadline = time.perf_counter() + seconds
-    regions = d["regions"].to_list()
     bounds = sorted({int(x) for x in geo.rstart[geo.region_ids]} - {int(geo.target.memory_start)})
+    spent = 0
     for barriers in ([], [b for b in bounds if (top - b) % unit == 0 and b < top]):
+        left = None if max_nodes is None else max_nodes - spent
+        if left is not None and left <= 0:
+            return False, spent
         fixed = [((top - b) // unit, 1) for b in barriers] + pinned
         k = len(fixed)
         off = np.array([f[0] for f in fixed], np.int64)
@@ -105,15 +127,15 @@ def _search_data(d: pl.DataFrame, total: np.ndarray, unit: int, pinned: list[tup
         f = np.concatenate([first, np.full(k, first.min(initial=0), np.int64)])
         la = np.concatenate([last, np.full(k, last.max(initial=1), np.int64)])
         sl, su, sections = _sections(f, la)
-        found, exhausted, _nodes, _restarts = _search(
+        found, exhausted, nodes, _restarts = _search(
             f, la, sl, su, np.concatenate([usize, units]), sections, geo.capacity // unit, deadline=deadline,
-            caps=np.concatenate([caps, off + units]), floors=np.concatenate([floors, off]))
+            caps=np.concatenate([caps, off + units]), floors=np.concatenate([floors, off]), max_nodes=left)
+        spent += nodes
         if found is None:
-            return bool(exhausted and not barriers)
+            return bool(exhausted and not barriers), spent
         address = top - (found[: len(usize)] + usize) * unit
         region = np.searchsorted(geo.rstart, address, side="right") - 1
-        inside = (address + total <= geo.rend[region]) & np.array(
-            [int(r) in rs for r, rs in zip(region, regions, strict=True)], dtype=bool)
+        inside = (address + total <= geo.rend[region]) & (pref == region[:, None]).any(axis=1)
         if inside.all():
-            return address
-    return False
+            return address, spent
+    return False, spent

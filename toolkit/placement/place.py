@@ -23,11 +23,14 @@ placement order) are placed once and the result is joined onto the others.
 When the greedy pass fails on a tile, other orders are tried, then the exact
 arena search (:mod:`toolkit.placement.exact`; executable requests pinned as a
 whole-element block, tiles with bank-separated or auxiliary requests excepted),
-bounded per tile (``search_seconds``) and over all failing tiles
-(``search_budget_seconds``), and stopped at the first tile it cannot fit
-(the placement fails with that tile; the rest only get the cheap orders);
+bounded in search nodes per tile (``search_nodes``) and over all failing tiles
+(``search_budget_nodes``), so the verdict does not depend on the machine's
+load (``search_seconds`` and ``search_budget_seconds`` are wall-clock safety
+caps that a normal run never reaches), and stopped at the first tile it cannot
+fit (the placement fails with that tile; the rest only get the cheap orders);
 when that fails too, the failure row names the busiest event and says
-whether infeasibility is proven.
+whether infeasibility is proven. The other orders run on all failing tiles
+at once, one compiled greedy pass per order.
 
 Request building (tile signatures, geometry, requests and their order) lives
 in :mod:`toolkit.placement.requests`.
@@ -59,15 +62,22 @@ SIGNATURE = ["phase", "first", "last", "size", "align", "count", "excl", "exec",
 class PlacementOptions:
     """Knobs of :func:`place`."""
 
-    search_seconds: float = 2.0     # time limit of the exact search per distinct failing tile
-    search_budget_seconds: float = 4.0  # time limit of the exact searches of all failing tiles together
-    occupancy: bool = True          # compute the occupancy frame
+    search_nodes: int = 50_000          # node budget of the exact search per distinct failing tile
+    search_budget_nodes: int = 1_000_000  # node budget of the exact searches of all failing tiles together
+    search_seconds: float = 2.0         # wall-clock cap of the exact search per distinct failing tile
+    search_budget_seconds: float = 30.0  # wall-clock cap of the exact searches of all failing tiles together
+    occupancy: bool = True              # compute the occupancy frame
 
     def __post_init__(self) -> None:
         for name in ("search_seconds", "search_budget_seconds"):
             value = getattr(self, name)
             if not value > 0:
                 msg = f"placement option {name}={value!r} must be positive seconds"
+                raise OptionError(msg, field=name, value=value)
+        for name in ("search_nodes", "search_budget_nodes"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                msg = f"placement option {name}={value!r} must be a positive number of search nodes"
                 raise OptionError(msg, field=name, value=value)
 
 
@@ -213,43 +223,67 @@ def _greedy(a: dict[str, np.ndarray], geo: _Geometry, *, drop: bool = True):
                           geo.target.instruction_element_bytes, drop)
 
 
+#: the other orders tried on tiles the greedy pass does not fit, in turn: (request columns, descending) after phase
+RETRY_ORDERS: tuple[tuple[tuple[str, bool], ...], ...] = (
+    (("size", True), ("align", True)),
+    (("interleaved", True), ("size", True)),
+    (("last", True), ("size", True)),
+)
+
+
 def _place_reps(rep: pl.DataFrame, geo: _Geometry, options: PlacementOptions):
+    """Greedy on every representative tile; the other orders on all failing tiles at once (one compiled pass per
+    order); then the exact search per tile still failing, in tile order, within the node and time budgets."""
     a = R.arrays(rep)
     address, region, stride, extent, ok = _greedy(a, geo)
     res = {"address": address, "region": region, "stride": stride, "extent": extent}
     proven = np.zeros(len(ok), bool)
+    cols = {"interleaved": rep["interleaved"].to_numpy().astype(np.int64)}
+    for order in RETRY_ORDERS:
+        failing = np.flatnonzero(~ok)
+        if not len(failing):
+            break
+        rows, ptr = _reordered(a, cols, failing, order)
+        sub = {k: v[rows] for k, v in a.items() if k != "ptr"} | {"ptr": ptr}
+        got_address, got_region, got_stride, got_extent, got_ok = _greedy(sub, geo, drop=False)
+        keep = np.repeat(got_ok, np.diff(ptr))
+        dest = rows[keep]
+        for k, v in (("address", got_address), ("region", got_region), ("stride", got_stride),
+                     ("extent", got_extent)):
+            res[k][dest] = v[keep]
+        ok[failing[got_ok]] = True
+    nodes_left = options.search_budget_nodes
     budget_end = time.perf_counter() + options.search_budget_seconds
     for t in np.flatnonzero(~ok):
         lo, hi = int(a["ptr"][t]), int(a["ptr"][t + 1])
-        got, proven[t] = _retry_tile(rep.slice(lo, hi - lo), geo, options, budget_end)
+        seconds = min(options.search_seconds, budget_end - time.perf_counter())
+        nodes = min(options.search_nodes, nodes_left)
+        got = None
+        if seconds > 0 and nodes > 0:
+            one = {k: v[lo:hi] for k, v in a.items() if k != "ptr"}
+            got, proven[t], spent = exact_tile(one, geo, seconds, nodes)
+            nodes_left -= spent
         if got is not None:
             for k in res:
                 res[k][lo:hi] = got[k]
             ok[t] = True
-        else:   # the placement fails with this tile anyway: no more exact searches, only the cheap orders
-            budget_end = 0.0
+        else:   # the placement fails with this tile anyway: no more exact searches
+            nodes_left = 0
     return res, ok, proven
 
 
-def _retry_tile(tile: pl.DataFrame, geo: _Geometry, options: PlacementOptions, budget_end: float):
-    """Other orders, then the exact arena search while the budget lasts; (result or None, infeasibility proven)."""
-    orders = [
-        (["phase", "size", "align"], [False, True, True]),
-        (["phase", "interleaved", "size"], [False, True, True]),
-        (["phase", "last", "size"], [False, True, True]),
-    ]
-    for cols, desc in orders:
-        perm = tile.with_row_index("_row").sort(cols, descending=desc, maintain_order=True)
-        a = R.arrays(perm.with_columns(pl.lit(0).alias("tile")))
-        address, region, stride, extent, ok = _greedy(a, geo, drop=False)
-        if ok[0]:
-            back = np.argsort(perm["_row"].to_numpy())
-            return {"address": address[back], "region": region[back], "stride": stride[back],
-                    "extent": extent[back]}, False
-    seconds = min(options.search_seconds, budget_end - time.perf_counter())
-    if seconds <= 0:
-        return None, False
-    return exact_tile(tile, geo, seconds)
+def _reordered(a: dict[str, np.ndarray], cols: dict[str, np.ndarray], tiles: np.ndarray,
+               order: tuple[tuple[str, bool], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``tiles`` (indices into ``a["ptr"]``), each tile's rows re-sorted by phase then ``order`` (stable:
+    ties keep placement order); and the tiles' row pointers into those rows."""
+    ptr = a["ptr"]
+    counts = ptr[tiles + 1] - ptr[tiles]
+    rows = np.repeat(ptr[tiles] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts) + np.arange(counts.sum())
+    which = np.repeat(np.arange(len(tiles)), counts)
+    both = a | cols
+    keys = [-both[c][rows] if desc else both[c][rows] for c, desc in reversed(order)]
+    perm = np.lexsort((*keys, a["phase"][rows], which))
+    return rows[perm], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 # -- results ------------------------------------------------------------------------------
