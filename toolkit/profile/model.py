@@ -11,11 +11,17 @@ A :class:`Profile` is three frames and three attributes:
 - ``metadata`` (``tables.METADATA_SCHEMA``): per-sample name/value rows.
 - ``clock_hz``, ``schema_version`` (of the file it came from; 5 when written),
   ``source`` ("hardware" | "simulated").
+
+A frame may be given as a ``pl.LazyFrame``: it is collected the first time the
+attribute is read and kept (a simulated profile of repeated blocks holds its
+expanded samples, activities and metadata this way, so a 27-layer profile is not
+materialised unless asked). :meth:`Profile.lazy` gives a frame as a LazyFrame
+without collecting it, for readers that need a few columns or an aggregate.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -33,21 +39,93 @@ SOURCE_MEANING = {"simulated": "simulated (this toolkit's cycle simulator)",
                   "hardware": "measured on hardware (a profile file that does not say it was simulated)"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Profile:
-    """A cycle profile: per-tile samples, exchange activities and metadata."""
+Frame = pl.DataFrame | pl.LazyFrame
 
-    samples: pl.DataFrame  # tables.SAMPLES_SCHEMA
-    activities: pl.DataFrame = field(default_factory=lambda: tables.empty(tables.ACTIVITIES_SCHEMA))
-    metadata: pl.DataFrame = field(default_factory=lambda: tables.empty(tables.METADATA_SCHEMA))
-    clock_hz: float = DEFAULT_CLOCK_HZ
-    schema_version: int = 5
-    source: str = "hardware"
+
+class Deferred:
+    """A frame attribute given as a DataFrame or a LazyFrame; a LazyFrame is collected on first read and kept.
+
+    A data descriptor: the frozen dataclass's ``__init__`` stores through it, readers always get a DataFrame.
+    """
+
+    __slots__ = ("name",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> pl.DataFrame:
+        if obj is None:
+            raise AttributeError(self.name)  # no class-level default: the dataclass sees a required field
+        value = obj.__dict__[self.name]
+        if isinstance(value, pl.LazyFrame):
+            value = obj.__dict__[self.name] = value.collect()
+        return value
+
+    def __set__(self, obj: object, value: Frame) -> None:
+        if not isinstance(value, pl.DataFrame | pl.LazyFrame):
+            msg = (f"{type(obj).__name__}.{self.name} must be a polars DataFrame or LazyFrame, "
+                   f"not {type(value).__name__}")
+            raise TypeError(msg)
+        obj.__dict__[self.name] = value
+
+    @staticmethod
+    def lazy(obj: object, name: str) -> pl.LazyFrame:
+        """The frame ``name`` of ``obj`` as a LazyFrame, without collecting it."""
+        value = obj.__dict__[name]
+        return value if isinstance(value, pl.LazyFrame) else value.lazy()
+
+    @staticmethod
+    def collected(obj: object, name: str) -> bool:
+        return isinstance(obj.__dict__[name], pl.DataFrame)
+
+
+@dataclass(frozen=True, kw_only=True, init=False, repr=False)
+class Profile:
+    """A cycle profile: per-tile samples, exchange activities and metadata (each a DataFrame when read)."""
+
+    # descriptors, not defaults: each frame is required by __init__ and read back as a DataFrame
+    samples: Deferred = Deferred()     # tables.SAMPLES_SCHEMA
+    activities: Deferred = Deferred()  # tables.ACTIVITIES_SCHEMA
+    metadata: Deferred = Deferred()    # tables.METADATA_SCHEMA
+    clock_hz: float
+    schema_version: int
+    source: str
+
+    def __init__(self, *, samples: Frame, activities: Frame | None = None, metadata: Frame | None = None,
+                 clock_hz: float = DEFAULT_CLOCK_HZ, schema_version: int = 5, source: str = "hardware") -> None:
+        put = object.__setattr__
+        put(self, "samples", samples)
+        put(self, "activities", tables.empty(tables.ACTIVITIES_SCHEMA) if activities is None else activities)
+        put(self, "metadata", tables.empty(tables.METADATA_SCHEMA) if metadata is None else metadata)
+        put(self, "clock_hz", clock_hz)
+        put(self, "schema_version", schema_version)
+        put(self, "source", source)
+
+    def lazy(self, name: str) -> pl.LazyFrame:
+        """``samples``, ``activities`` or ``metadata`` as a LazyFrame, collecting nothing (a collected frame is
+        reused); select the columns you need and the rest is never built."""
+        if name not in FRAMES:
+            msg = f"profile frame {name!r} does not exist; use one of {FRAMES}"
+            raise KeyError(msg)
+        return Deferred.lazy(self, name)
+
+    def collected(self, name: str) -> bool:
+        """Whether the frame ``name`` is held as a DataFrame (read, or given so) rather than still a LazyFrame."""
+        return Deferred.collected(self, name)
 
     @property
     def tiles(self) -> int:
         """Number of tiles with at least one sample."""
-        return self.samples["tile"].n_unique()
+        return int(self.lazy("samples").select(pl.col("tile").n_unique()).collect().item())
+
+    def __repr__(self) -> str:
+        frames = ", ".join(f"{n}={self.__dict__[n].height:,} rows" if self.collected(n) else f"{n}=<lazy>"
+                           for n in FRAMES)
+        return (f"Profile(source={self.source!r}, clock_hz={self.clock_hz!r}, "
+                f"schema_version={self.schema_version!r}, {frames})")
+
+
+FRAMES = ("samples", "activities", "metadata")
 
 
 def wrap_delta(end: np.ndarray, start: np.ndarray) -> np.ndarray:
