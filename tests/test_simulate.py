@@ -17,10 +17,18 @@ import toolkit
 from toolkit import tables
 from toolkit.errors import FormatError, InvalidIRError, OptionError
 from toolkit.exchange import lower_exchanges
-from toolkit.profile import crop, idle, read_capnp, read_parquet, write_capnp, write_parquet
+from toolkit.profile import Profile, crop, idle, read_capnp, read_parquet, write_capnp, write_parquet
 from toolkit.profile.model import WRAP, validate
 from toolkit.schedule import COMMANDS_SCHEMA, PHASES_SCHEMA, REPEAT_PHASES_SCHEMA
-from toolkit.simulate import CALIBRATION_SCHEMA, ROOFLINE_SCHEMA, load_calibration, phase_order, roofline, simulate
+from toolkit.simulate import (
+    CALIBRATION_SCHEMA,
+    INITIAL_SYNC,
+    ROOFLINE_SCHEMA,
+    load_calibration,
+    phase_order,
+    roofline,
+    simulate,
+)
 from toolkit.target import ipu21
 from toolkit.tiles import lower_tiles
 
@@ -245,6 +253,43 @@ def test_round_trip_capnp_and_parquet(small_repeat, tmp_path: Path) -> None:
         for name in ("samples", "activities", "metadata"):
             assert getattr(back, name).equals(getattr(p, name)), name
         assert back.clock_hz == p.clock_hz
+
+
+def test_repeats_are_expanded_only_on_request(small_repeat) -> None:
+    p = simulate(small_repeat)
+    assert not any(p.collected(n) for n in ("samples", "activities", "metadata"))
+    assert crop(p).cropped_cycles == small_repeat.est_cycles() + SYNC
+    assert p.tiles == small_repeat.tiles.steps["tile"].n_unique()
+    assert not p.collected("samples")   # the crop and the tile count read only the columns they need
+    # the same frames as a profile that holds them: the written files do not depend on how the frames were held
+    eager = Profile(samples=p.samples, activities=p.activities, metadata=p.metadata, clock_hz=p.clock_hz,
+                    source=p.source)
+    assert crop(eager).samples.equals(crop(p).samples)
+
+
+def test_repeat_instances_share_their_steps_and_activities(small_repeat) -> None:
+    p = simulate(small_repeat)
+    reps = small_repeat.schedule.repeats.row(0, named=True)
+    width = reps["last_phase"] - reps["first_phase"] + 1
+    s = crop(p).samples.filter(pl.col("operation") != INITIAL_SYNC)
+    block = (s.join(phase_order(small_repeat.schedule).select(pl.col("event").alias("phase"),
+                                                               pl.col("phase").alias("_sched"), "block"),
+                    on="phase")
+             .filter(pl.col("block") == reps["block"]))
+    # instance i runs the steps of instance 0, each as long, width phases later
+    cols = ["tile", "_sched", "kind", "kernel", "operation", "duration_cycles", "exchange_event_cycles"]
+    first = block.filter(epoch=0).sort("tile", "_sched").select(cols)
+    for i in range(1, reps["instances"]):
+        inst = block.filter(epoch=i).sort("tile", "_sched")
+        assert inst.select(cols).equals(first)
+        assert (inst["phase"] - block.filter(epoch=0).sort("tile", "_sched")["phase"] == i * width).all()
+    # an exchange sample lists the same activities in every instance
+    acts = (p.activities.join(block.select("tile", "sample", "epoch", "_sched"), on=["tile", "sample"])
+            .sort("tile", "_sched", "epoch", "sample", maintain_order=True))
+    per = acts.group_by("epoch", maintain_order=True).agg(pl.col("tile", "_sched", "kind", "fanout", "start_cycle",
+                                                                  "end_cycle"))
+    assert per.height == reps["instances"] and acts.height
+    assert all(per.row(i)[1:] == per.row(0)[1:] for i in range(per.height))
 
 
 def test_repeat_samples_are_steps_times_instances(small_repeat) -> None:

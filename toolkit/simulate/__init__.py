@@ -37,6 +37,15 @@ and optionally a kernel cost calibration; returns a :class:`~toolkit.profile.Pro
   phase then. Counters are 32-bit: ``start_cycle``/``end_cycle`` are stored
   modulo 2**32 from ``base_cycle``.
 
+Repeats stay symbolic: durations are computed once per (tile, schedule phase),
+so every instance of a repeated block runs the same steps for the same cycles;
+only the event offsets differ. The profile's ``samples``, ``activities`` and
+``metadata`` are LazyFrames over those symbolic tables (steps placed at each
+event's offset; an exchange sample lists its step's activities), expanded when
+first read (:class:`~toolkit.profile.Profile`); :func:`~toolkit.profile.crop`
+reads only the counter columns. A 27-layer profile's 33 million activities
+are built only for a reader that asks for them.
+
 Calibration (:func:`load_calibration`) reads the hardware tool's kernel cost
 database. A measurement's ``key.dimensions`` describes ONE invocation of a
 command (a command with ``groups = G`` is G invocations):

@@ -79,43 +79,57 @@ def simulate(schedule: Schedule | Any, exchange: Exchange | None = None, tiles: 
     order = (order.join(length, on="phase", how="left").sort("event")
              .with_columns(pl.col("length").fill_null(0))
              .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
-    timed = per_step.join(order.select("phase", "event", "instance", "name", "offset"), on="phase")
-    first = (timed.select(pl.col("tile").unique()).with_columns(
-        pl.lit(-1, tables.ID).alias("phase"), pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
-        pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("event_cycles"),
-        pl.lit(-1, tables.BIG).alias("event"), pl.lit(0, tables.BIG).alias("instance"),
-        pl.lit(INITIAL_SYNC).alias("name"), pl.lit(0, tables.BIG).alias("offset"),
-        pl.lit(0, tables.BIG).alias("invocations")))
-    # one int64 sort key per sample: (tile, event), the initial sync first
-    rows = (pl.concat([first, timed.select(first.columns)], how="vertical_relaxed")
-            .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)
-            .with_columns(pl.int_range(pl.len(), dtype=tables.BIG).alias("_row")))
-    tile = rows["tile"].to_numpy()
-    new_tile = np.r_[True, tile[1:] != tile[:-1]] if len(tile) else np.zeros(0, bool)
-    row = np.arange(len(tile))
-    rows = rows.with_columns(pl.Series("sample", row - row[new_tile][np.cumsum(new_tile) - 1], dtype=tables.BIG))
+    # Everything above is one row per (tile, schedule phase) or per event: a repeated block's phases are timed
+    # once and every instance shares those durations. The per-instance rows are only assembled on request.
+    samples, activities, metadata = _expand(per_step, order, _activity_table(acts), sync, base_cycle)
+    return Profile(samples=samples, activities=activities, metadata=metadata,
+                   clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
+
+
+def _expand(per_step: pl.DataFrame, order: pl.DataFrame, acts: pl.DataFrame, sync: int,
+            base_cycle: int) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The profile's samples, activities and metadata as LazyFrames over the symbolic tables.
+
+    ``per_step``: one row per (tile, schedule phase) with its cycles; ``order``: one row per event (the expanded
+    program) with its ``offset``; ``acts``: one row per activity of a (tile, schedule phase), in the order a
+    sample lists them. A sample is a (tile, event): its step's row placed at the event's offset; an exchange
+    sample's activities are its step's activities (offsets within the phase, the same in every instance).
+    Per-sample values are prepared on the symbolic rows; the expanded rows only join, add and sort.
+    """
     kind_name = {"compute": "compute", "exchange": "exchange", "sync": "synchronization"}
-    all_samples = rows.select(
-        "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").clip(0, None).alias("phase"),
-        pl.col("instance").alias("epoch"), pl.col("name").alias("operation"),
-        pl.col("kind").replace(kind_name), "kernel",
-        ((pl.col("offset") + base_cycle) % WRAP).alias("start_cycle"),
-        ((pl.col("offset") + pl.col("cycles") + base_cycle) % WRAP).alias("end_cycle"),
+    steps = per_step.select(
+        "tile", "phase", pl.col("kind").replace_strict(kind_name, return_dtype=tables.STR), "kernel", "cycles",
         pl.when(pl.col("kind") == "exchange").then(pl.col("event_cycles")).otherwise(0)
         .alias("exchange_event_cycles"),
+        pl.when(pl.col("kind") == "compute").then(pl.col("invocations").cast(tables.STR)).alias("invocations"))
+    first = steps.select(pl.col("tile").unique()).with_columns(   # the initial sync: event -1, offset 0
+        pl.lit(-1, tables.ID).alias("phase"), pl.lit("synchronization").alias("kind"), pl.lit("").alias("kernel"),
+        pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("exchange_event_cycles"),
+        pl.lit(None, tables.STR).alias("invocations"), pl.lit(-1, tables.BIG).alias("event"),
+        pl.lit(0, tables.BIG).alias("instance"), pl.lit(INITIAL_SYNC).alias("name"),
+        pl.lit(base_cycle, tables.BIG).alias("start"))
+    events = order.select("phase", "event", "instance", "name", (pl.col("offset") + base_cycle).alias("start"))
+    row = pl.int_range(pl.len(), dtype=tables.BIG)
+    tile_start = pl.when(pl.col("tile") != pl.col("tile").shift(1)).then(row).forward_fill().fill_null(0)
+    # one sample per (tile, event), the initial sync first; ``sample`` = position in the tile's list
+    rows = (pl.concat([first.lazy(), steps.lazy().join(events.lazy(), on="phase").select(first.columns)])
+            .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)  # one int64 key: (tile, event)
+            .with_columns((row - tile_start).alias("sample")))
+    samples = rows.select(
+        "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").clip(0, None).alias("phase"),
+        pl.col("instance").alias("epoch"), pl.col("name").alias("operation"), "kind", "kernel",
+        (pl.col("start") % WRAP).alias("start_cycle"), ((pl.col("start") + pl.col("cycles")) % WRAP).alias("end_cycle"),
+        "exchange_event_cycles",
     ).cast(tables.SAMPLES_SCHEMA)
-    # activities: each exchange sample gathers its (tile, phase) slice of the sorted activity arrays
-    segments = (rows.filter(pl.col("kind") == "exchange").select("tile", "phase", "sample", "_row")
-                .join(exch.select("tile", "phase", "_first", "_count"), on=["tile", "phase"])
-                .sort("_row"))
-    activities = _activities(acts, segments)
+    # activities: every exchange sample lists its (tile, phase) activities, in their order
+    activities = (rows.filter(pl.col("kind") == "exchange").select("tile", "phase", "sample")
+                  .join(acts.lazy(), on=["tile", "phase"], how="inner", maintain_order="left_right")
+                  .select(list(tables.ACTIVITIES_SCHEMA)).cast(tables.ACTIVITIES_SCHEMA))
     # metadata: the main kernel's invocation count on every compute sample, as hardware profiles carry it
     metadata = (rows.filter(pl.col("kind") == "compute")
-                .select("tile", "sample", pl.lit("invocations").alias("name"),
-                        pl.col("invocations").cast(tables.STR).alias("value"))
+                .select("tile", "sample", pl.lit("invocations").alias("name"), pl.col("invocations").alias("value"))
                 .cast(tables.METADATA_SCHEMA))
-    return Profile(samples=all_samples, activities=activities, metadata=metadata,
-                   clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
+    return samples, activities, metadata
 
 
 def phase_order(schedule: Schedule) -> pl.DataFrame:
@@ -162,9 +176,8 @@ def _exchange_steps(ex: Exchange, target) -> tuple[pl.DataFrame, dict[str, np.nd
     """Exchange timing in numpy over groups and receive rows.
 
     Returns per (phase, tile) ``exchange_cycles`` (its last activity end) and
-    ``event_cycles`` (its last end - its first start), with ``_first``/``_count``:
-    the tile's slice of the activity arrays, which are sorted by (tile, phase,
-    start, receive before send).
+    ``event_cycles`` (its last end - its first start), and the activity arrays,
+    sorted by (tile, phase, start, receive before send).
     """
     sync = target.costs.sync_cycles
     g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
@@ -213,30 +226,25 @@ def _exchange_steps(ex: Exchange, target) -> tuple[pl.DataFrame, dict[str, np.nd
         acts = {k: v[order] for k, v in acts.items()}
     tp = acts["tile"] * (int(acts["phase"].max()) + 1 if len(order) else 1) + acts["phase"]
     first = np.flatnonzero(np.r_[True, tp[1:] != tp[:-1]]) if len(tp) else np.zeros(0, np.int64)
-    count = np.diff(np.r_[first, len(tp)])
     last_end = np.maximum.reduceat(acts["end_cycle"], first) if len(tp) else np.zeros(0, np.int64)
     first_start = np.minimum.reduceat(acts["start_cycle"], first) if len(tp) else np.zeros(0, np.int64)
     per_tile = pl.DataFrame({
         "phase": acts["phase"][first].astype(np.int32), "tile": acts["tile"][first].astype(np.int32),
         "exchange_cycles": last_end, "event_cycles": last_end - first_start,
-        "_first": first.astype(np.int64), "_count": count.astype(np.int64),
     })
     return per_tile, acts
 
 
-def _activities(acts: dict[str, np.ndarray], segments: pl.DataFrame) -> pl.DataFrame:
-    """Gather the activity arrays per exchange sample: ``segments`` (tile, sample, _first, _count) in sample order."""
-    first = segments["_first"].to_numpy()
-    count = segments["_count"].to_numpy()
-    total = int(count.sum())
-    starts = np.cumsum(count) - count
-    idx = np.repeat(first - starts, count) + np.arange(total)
+def _activity_table(acts: dict[str, np.ndarray]) -> pl.DataFrame:
+    """The sorted activity arrays as one row per activity of a (tile, schedule phase) (ACTIVITIES_SCHEMA with
+    ``phase`` in place of ``sample``)."""
+    n = len(acts["tile"])
     return pl.DataFrame({
-        "tile": pl.Series(np.repeat(segments["tile"].to_numpy(), count), dtype=tables.ID),
-        "sample": pl.Series(np.repeat(segments["sample"].to_numpy(), count), dtype=tables.BIG),
-        "kind": pl.Series(["receive", "send"], dtype=tables.STR).gather(acts["send"][idx]),
-        "fanout": pl.Series(acts["fanout"][idx], dtype=tables.BIG),
-        "paired": pl.Series(np.zeros(total, bool)),
-        "start_cycle": pl.Series(acts["start_cycle"][idx], dtype=tables.BIG),
-        "end_cycle": pl.Series(acts["end_cycle"][idx], dtype=tables.BIG),
-    }, schema=tables.ACTIVITIES_SCHEMA)
+        "tile": pl.Series(acts["tile"], dtype=tables.ID),
+        "phase": pl.Series(acts["phase"], dtype=tables.ID),
+        "kind": pl.Series(["receive", "send"], dtype=tables.STR).gather(acts["send"]),
+        "fanout": pl.Series(acts["fanout"], dtype=tables.BIG),
+        "paired": pl.Series(np.zeros(n, bool)),
+        "start_cycle": pl.Series(acts["start_cycle"], dtype=tables.BIG),
+        "end_cycle": pl.Series(acts["end_cycle"], dtype=tables.BIG),
+    })
