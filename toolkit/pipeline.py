@@ -111,6 +111,7 @@ class Compilation:
             "placed": [self.placement.fits],
             "tiles_used": [int(self.tiles.per_tile.height)],
             "row_block": [chosen["row_block"]],
+            "local_rows": [chosen["local_rows"]],
             "row_shard": [chosen["row_shard"]],
             "inner_split": [chosen["inner_split"]],
             "plans": [chosen["plans"]],

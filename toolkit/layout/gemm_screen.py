@@ -25,6 +25,21 @@ from toolkit.layout.plans import LayoutParams
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 
+#: elementwise kinds that run in place on a linear op's output, one invocation per output piece (:func:`after_gemm`)
+IN_PLACE_KINDS = ("gelu", "cast", "copy")
+
+
+def runs_in_place(op: dict, src: dict | None) -> bool:
+    """Whether ``op`` runs in place on the output of ``src`` (its first input's producer), a linear op."""
+    return op["kind"] in IN_PLACE_KINDS and src is not None and src["rule"] == "linear"
+
+
+def in_place_cycles(op: dict, tensors: dict, out_rows, out_cols, chunks, target: Target) -> np.ndarray:
+    """Cycles of ``op`` in place on a plan's output pieces (``chunks`` per tile of ``out_rows x out_cols``),
+    vectorized over plans."""
+    return np.asarray(chunks) * vector_cycles(op["kind"], out_rows, out_cols, target,
+                                              out_cast=casts_output(op, tensors))
+
 
 def casts_input(op: dict, tensors: dict) -> bool:
     """An FP8 linear whose left operand arrives as FP16 casts it on every tile (a late cast)."""
@@ -135,8 +150,7 @@ def after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: 
         src, tensors, {}, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, "f16", None, target,
         tiles).items()}
     chunks = int(e["chunks"])
-    cyc = chunks * int(vector_cycles(op["kind"], int(e["out_rows"]), int(e["out_cols"]), target,
-                                     out_cast=casts_output(op, tensors)))
+    cyc = int(in_place_cycles(op, tensors, e["out_rows"], e["out_cols"], chunks, target))
     out = chunks * int(e["out_rows"] * e["out_cols"]) * DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     zero = np.zeros(tiles, dtype=np.int64)
     return {"kernel": op["kind"], "compute": dict.fromkeys(WEIGHT_CLASSES, cyc), "exchange": 0, "syncs": 0,
@@ -144,4 +158,5 @@ def after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: 
             "out": np.where(np.arange(tiles) < int(e["out_tiles"]), out, 0), "recv": zero, "panel": 0}
 
 
-__all__ = ["after_gemm", "casts_input", "casts_output", "gemm_estimate", "gemm_estimates"]
+__all__ = ["IN_PLACE_KINDS", "after_gemm", "casts_input", "casts_output", "gemm_estimate", "gemm_estimates",
+           "in_place_cycles", "runs_in_place"]

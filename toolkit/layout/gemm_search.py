@@ -1,16 +1,16 @@
-"""Per-op GEMM plans: resolve pins, enumerate and screen plans of every linear op, and choose chains of them.
+"""Per-op GEMM plans: resolve pins, enumerate and screen plans of every linear op, and offer chains of them.
 
 Every linear op gets thousands of candidate plans (``m x n x k`` and result
 splits, :func:`enumerate_plans`), screened at once by
-:func:`toolkit.layout.screen.gemm_estimates` with the calibrated kernel
-model, an exchange estimate and per-tile bytes. The chain is chosen per op
-under memory budgets: resident weights of all linear ops share every tile, so
-each op may use its share (by weight bytes) of a budget, and a few budgets are
-tried (``BUDGETS``); every chain then becomes a whole-graph candidate that the
-layout screen, the beam refinement with real routes and placement judge like
-any other. The per-op frame (:data:`OP_CANDIDATES_SCHEMA`) keeps every plan
-with its estimates and the chains that chose it.
-"""
+:func:`toolkit.layout.gemm_screen.gemm_estimates` with the calibrated kernel
+model, an exchange estimate and per-tile bytes, plus the elementwise ops that
+run in place on the plan's output. The chain of plans is chosen jointly
+(:mod:`toolkit.layout.chains`: the fastest chain whose resident weights and
+largest transient set fit one tile, under each of a ladder of transient caps);
+every chain offered then becomes a whole-graph candidate that the layout
+screen, the beam refinement with real routes and placement judge like any
+other. The per-op frame (:data:`OP_CANDIDATES_SCHEMA`) keeps every plan with
+its estimates and the chains that chose it."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ import numpy as np
 import polars as pl
 
 from toolkit.errors import InfeasibleError, OptionError
-from toolkit.layout.gemm import PLAN_FIELDS, GemmPlan, parse_plan
-from toolkit.layout.gemm_screen import gemm_estimates
+from toolkit.layout.chains import choose_chains
+from toolkit.layout.gemm import GemmPlan, parse_plan
+from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
 from toolkit.options import Options
 from toolkit.target import Target
 
-#: shares of the memory (past RESERVE_BYTES) given to resident weights when choosing per-op plans; the rest bounds
-#: every op's transient bytes (its received panels, partials and outputs), since ops run one after another
-BUDGETS = (0.5, 0.6, 0.7, 0.8, 0.9)
-#: memory kept out of both budgets: the staging window and package support
+#: staged reductions are enumerated for plans whose transient bytes take more than this share of the memory
+#: (past RESERVE_BYTES), where staging brings them below it: staging only trades time for memory
+STAGED_SHARE = 0.5
+#: memory kept out of the chain choice: the staging window and package support
 RESERVE_BYTES = 32 * 1024 + 48 * 1024
 M_CHOICES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
@@ -41,8 +42,10 @@ OP_CANDIDATES_SCHEMA = {
     "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "order": pl.String, "tiles_used": pl.Int64,
     "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
+    "est_in_place_cycles": pl.Int64,   # the elementwise ops run in place on the plan's output (GELU after fc1)
+    "est_chain_cycles": pl.Int64,      # est_cycles + est_in_place_cycles: what the joint chain choice adds up
     "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "feasible": pl.Boolean, "reject_reason": pl.String,
-    "chosen_in": pl.List(pl.Float64),
+    "chosen_in": pl.List(pl.Int64),    # the offered chains (by rank, 0 = the fastest) that use this plan
 }
 
 
@@ -150,43 +153,53 @@ def staged_variants(plans: dict[str, np.ndarray], rows: np.ndarray) -> dict[str,
 
 
 def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
-                  inner_block: int | None, weight_class: str, row_block: int | None = None) -> pl.DataFrame:
+                  inner_block: int | None, weight_class: str, row_block: int | None = None,
+                  followers: tuple[dict, ...] = ()) -> pl.DataFrame:
     """Every enumerated plan of one linear op with its screened estimates (OP_CANDIDATES_SCHEMA, no chains yet).
 
     ``feasible``: the plan's weights and transient bytes fit one tile beside
-    RESERVE_BYTES (alone: the chain's budgets then share the tile between ops).
-    Staged reductions only trade time for memory: they are added for the plans
-    whose transient bytes no budget admits unstaged, where staging brings them
-    within one.
+    RESERVE_BYTES (alone: the joint chain choice then shares the tile between
+    ops). ``followers`` are the elementwise ops that run in place on the op's
+    output (:func:`toolkit.layout.gemm_screen.runs_in_place`): their cycles
+    depend on this plan's result grid, so they are priced with it
+    (``est_in_place_cycles``). Staged reductions only trade time for memory:
+    they are added for the plans whose transient bytes leave less than half the
+    memory to weights, where staging brings them below that.
     """
     w = tensors[op["inputs"][1]]
     depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
     room = target.load_limit - target.memory_start - RESERVE_BYTES
     plans = enumerate_plans(op, tiles, depth, row_block)
-    est = _estimates(op, tensors, reps, target, tiles, partials, inner_block, weight_class, plans)
-    heavy = est["transient_bytes"].to_numpy() > (1 - min(BUDGETS)) * room
+    args = (op, tensors, reps, target, tiles, partials, inner_block, weight_class, followers)
+    est = _estimates(*args, plans)
+    heavy = est["transient_bytes"].to_numpy() > STAGED_SHARE * room
     if heavy.any():
         staged = staged_variants(plans, heavy)
-        if len(staged["m"]):   # kept where staging brings the plan within a budget
-            more = _estimates(op, tensors, reps, target, tiles, partials, inner_block, weight_class, staged)
-            est = pl.concat([est, more.filter(pl.col("transient_bytes") <= (1 - min(BUDGETS)) * room)])
-    return est.with_columns(plan_labels(), *_fits(room), pl.lit([], dtype=pl.List(pl.Float64)).alias("chosen_in")
+        if len(staged["m"]):   # kept where staging brings the plan below the share
+            more = _estimates(*args, staged)
+            est = pl.concat([est, more.filter(pl.col("transient_bytes") <= STAGED_SHARE * room)])
+    return est.with_columns(plan_labels(), *_fits(room), pl.lit([], dtype=pl.List(pl.Int64)).alias("chosen_in")
                             ).select(list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
 
 
 def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, partials: str,
-               inner_block: int | None, weight_class: str, plans: dict[str, np.ndarray]) -> pl.DataFrame:
+               inner_block: int | None, weight_class: str, followers: tuple[dict, ...],
+               plans: dict[str, np.ndarray]) -> pl.DataFrame:
     plans = dict(plans)
     gathered = plans.pop("gathered").astype(bool)
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
                        plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"])
     compute = e[f"compute_{weight_class}"]   # gathered blocks are copied into the weight class before the AMP reads
     sync = e["syncs"] * target.costs.sync_cycles
+    in_place = sum((in_place_cycles(f, tensors, e["out_rows"], e["out_cols"], e["chunks"], target)
+                    for f in followers), np.zeros(len(compute), dtype=np.int64))
+    total = compute + e["exchange"] + sync
     return pl.DataFrame({
         "op": op["name"], **plans, "gathered": gathered, "weights": np.where(gathered, "gathered", "resident"),
         "order": "columns",   # the screen prices endpoint loads, not distance: tile orders are pinned, not searched
         "tiles_used": e["tiles_used"], "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"],
-        "est_sync_cycles": sync, "est_cycles": compute + e["exchange"] + sync,
+        "est_sync_cycles": sync, "est_cycles": total, "est_in_place_cycles": in_place,
+        "est_chain_cycles": total + in_place,
         "weight_bytes": e["weight_bytes"] + e["bias_bytes"], "transient_bytes": e["recv_bytes"] + e["out_bytes"],
     })
 
@@ -211,51 +224,6 @@ def plan_labels() -> pl.Expr:
     staging = pl.col("staging")
     return (pl.when(staging == 0).then(label).when(staging == 1).then(pl.concat_str(label, pl.lit(" streamed")))
             .otherwise(pl.concat_str(label, pl.lit(" batched"), staging.cast(pl.String))).alias("plan"))
-
-
-def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, pinned: dict[str, GemmPlan],
-                  ) -> tuple[list[tuple[tuple[str, GemmPlan], ...]], pl.DataFrame]:
-    """Per budget of :data:`BUDGETS`, the cheapest plan of every unpinned op that fits its memory.
-
-    With ``room = capacity - RESERVE_BYTES`` and budget ``f``: an op's resident
-    weights may take its share of ``f x room`` (its part of the smallest weight
-    bytes per tile any plan achieves: the ops' weights share every tile), and
-    its transient bytes the rest, ``(1 - f) x room``. Where no plan of an op
-    fits, its plan with the least weights plus transient bytes is taken.
-    Returns the distinct chains (pinned plans included) and the per-op frame
-    with ``chosen_in`` (the budgets that chose each plan).
-    """
-    floor = {op: int(f["weight_bytes"].min()) for op, f in frames.items()}
-    total = sum(floor.values()) or 1
-    room = capacity - RESERVE_BYTES
-    chains: list[tuple[tuple[str, GemmPlan], ...]] = []
-    chosen: dict[tuple[str, str], list[float]] = {}
-    ranked = {}
-    for op, f in frames.items():   # one ranking per op: by cycles, then weights, then label; and by bytes
-        f = f.sort("est_cycles", "weight_bytes", "plan")
-        ranked[op] = (f, f["weight_bytes"].to_numpy(), f["transient_bytes"].to_numpy(),
-                      int(np.lexsort((f["est_cycles"].to_numpy(), f["weight_bytes"].to_numpy()
-                                      + f["transient_bytes"].to_numpy()))[0]))
-    for budget in BUDGETS:
-        chain = dict(pinned)
-        for op, (f, w, t, smallest) in ranked.items():
-            if op in pinned:
-                continue
-            ok = (w <= budget * room * floor[op] / total) & (t <= (1 - budget) * room)
-            best = f.row(int(np.argmax(ok)) if ok.any() else smallest, named=True)
-            chain[op] = GemmPlan(**{f_: best[f_] for f_ in PLAN_FIELDS})
-            chosen.setdefault((op, best["plan"]), []).append(budget)
-        key = tuple(sorted(chain.items()))
-        if key not in chains:
-            chains.append(key)
-    per_op = pl.concat(frames.values()) if frames else pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
-    if chosen:
-        tag = pl.DataFrame({"op": [o for o, _ in chosen], "plan": [p for _, p in chosen],
-                            "_in": list(chosen.values())}, schema={"op": pl.String, "plan": pl.String,
-                                                                    "_in": pl.List(pl.Float64)})
-        per_op = (per_op.join(tag, on=["op", "plan"], how="left")
-                  .with_columns(pl.coalesce("_in", "chosen_in").alias("chosen_in")).drop("_in"))
-    return chains, per_op.select(list(OP_CANDIDATES_SCHEMA))
 
 
 def plan_columns(variants: list[list[dict]]) -> dict[str, str]:
@@ -301,19 +269,34 @@ def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row
 
 
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
-                 weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
+                weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
+    """The chains of per-op plans offered to the whole-graph screen (:func:`toolkit.layout.chains.choose_chains`)
+    and the per-op frame: every plan of every unpinned linear op, plus the pinned plans' own rows."""
     pinned = dict(pins)
-    frames = {op["name"]: op_candidates(op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class,
-                                        o.row_block)
-              for op in linear_ops(ops, tensors) if op["name"] not in pinned}
-    return choose_chains(frames, target.load_limit - target.memory_start, pinned)
+    frames = {}
+    for op in linear_ops(ops, tensors):
+        followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
+        args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+        if op["name"] in pinned:   # the pinned plan alone: its bytes share the tile with the searched ops
+            g = pinned[op["name"]]
+            one = {"m": [g.m], "n": [g.n], "k": [g.k], "result_rows": [g.result_rows], "result_cols": [g.result_cols],
+                   "gathered": [int(g.weights == "gathered")], "staging": [g.staging]}
+            est = _estimates(*args, followers, {k: np.asarray(v, dtype=np.int64) for k, v in one.items()})
+            room = target.load_limit - target.memory_start - RESERVE_BYTES
+            frames[op["name"]] = est.with_columns(
+                pl.lit(g.order).alias("order"), plan_labels(), *_fits(room),
+                pl.lit([], dtype=pl.List(pl.Int64)).alias("chosen_in")).select(list(OP_CANDIDATES_SCHEMA)).cast(
+                OP_CANDIDATES_SCHEMA)
+            continue
+        frames[op["name"]] = op_candidates(*args, o.row_block, followers)
+    if not frames:
+        return [()], pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
+    return choose_chains(frames, target.load_limit - target.memory_start, RESERVE_BYTES, pinned)
 
 
 __all__ = [
-    "BUDGETS",
     "OP_CANDIDATES_SCHEMA",
     "attention_grids",
-    "choose_chains",
     "enumerate_plans",
     "linear_ops",
     "op_candidates",

@@ -54,6 +54,12 @@ class LayoutParams:
         """The op's own GEMM plan, or None (it follows the global grid)."""
         return next((g for name, g in self.plans if name == op_name), None)
 
+    def local_rows(self, op: dict, tokens: int) -> int:
+        """The most rows of matmul ``op`` one tile holds: ``ceil(rows / m)`` under its own plan (balanced row
+        partitions), the row block (at most one image's tokens) on the global grid."""
+        gemm = self.plan_of(op["name"])
+        return -(-int(op["rows"]) // gemm.m) if gemm is not None else min(self.row_block, tokens)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpPlan:

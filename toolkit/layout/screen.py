@@ -28,7 +28,7 @@ from toolkit.layout.cost import (
     reduce_cycles,
     vector_cycles,
 )
-from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate
+from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
 from toolkit.layout.layout import Layout, segmented_bounds
 from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
 from toolkit.options import WEIGHT_CLASSES
@@ -131,7 +131,7 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
                           else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
         return cache[key]
     src = producer.get(op["inputs"][0])
-    if op["kind"] in ("gelu", "cast", "copy") and src is not None and _is_linear(src, tensors):
+    if runs_in_place(op, src):
         gemm = p.plan_of(src["name"])
         key = (op["op_id"], "after", *(lin_key if gemm is None else ("gemm", gemm)))
         if key not in cache:

@@ -54,6 +54,8 @@ CANDIDATES_SCHEMA = {
     "panel_groups": pl.Int64,
     "inner_split": pl.Int64, "inner_block": pl.Int64, "weight_class": pl.String, "fused_qkv": pl.Boolean,
     "partials": pl.String, "stream_weights": pl.String,
+    "local_rows": pl.Int64,  # the most rows any matmul holds on one tile as planned (LayoutParams.local_rows):
+                             # the row block a grid layout runs, a plan chain's largest ceil(rows / m)
     "plans": pl.String,      # per-op GEMM plans ("fc1=4x92x4/16x92; fc2=4x24x15"); null: every linear on the grid
                              # (followed by one plan_<op> column per plannable op, null where that op is on the grid)
     "tiles_used": pl.Int64, "est_compute_cycles": pl.Int64, "est_exchange_cycles": pl.Int64,
@@ -125,6 +127,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 
     def add(p: LayoutParams, g: Graph, cache: dict) -> None:
         ops, tensors, reps = prepared[p.fused_qkv]
+        local = max((p.local_rows(op, int(g.params["tokens"])) for op in ops if op["kind"] == "matmul"), default=None)
         bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
         if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
             by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
@@ -133,7 +136,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         for cls in classes:
             cid = len(rows)
             params[cid] = dataclasses.replace(p, weight_class=cls)
-            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, **by_class[cls],
+            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, "local_rows": local,
+                         **by_class[cls],
                          **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
 
     for fused, g in graphs.items():

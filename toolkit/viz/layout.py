@@ -16,8 +16,8 @@ from toolkit.errors import OptionError
 from toolkit.viz.text import fit_title
 
 DEFAULT_MAX_ROWS = 20_000   # one point per candidate: the search screens about 5,000-10,000 layouts
-PARAMETERS = ("row_block", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block", "weight_class",
-              "fused_qkv", "stream_weights")
+PARAMETERS = ("row_block", "local_rows", "stream_block", "row_shard", "panel_groups", "inner_split", "inner_block",
+              "weight_class", "fused_qkv", "stream_weights")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")
 _NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
 _TOOLTIP = ("candidate_id", *PARAMETERS, "plans", "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",
@@ -157,7 +157,8 @@ def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_bl
     if picked.height == 0:
         return [head, "no candidate chosen"]
     p = picked.row(0, named=True)
-    same = {"stream_block": p.get("row_block")}  # a stream block equal to the row block says nothing new
+    # a stream block or local rows equal to the row block say nothing new
+    same = {"stream_block": p.get("row_block"), "local_rows": p.get("row_block")}
     grid = ("row_shard", "panel_groups", "inner_split", "inner_block") if p.get("plans") else ()  # unused by plans
     params = " ".join(f"{k}={p[k]}" for k in PARAMETERS
                       if k in p and p[k] is not None and k not in grid and (k not in same or p[k] != same[k]))

@@ -198,8 +198,8 @@ class LayoutExplorer:
                       f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
                       f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
-            self._views[opts] = (status, pareto(cand, row_block=s["row_block"]), tradeoff(cand, x="row_block"),
-                                 compared_row(c))
+            self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"]),
+                                 tradeoff(cand, x="local_rows"), compared_row(c))
         return self._views[opts]
 
     def _shape(self, c: Compilation, s: dict) -> str:
@@ -208,8 +208,10 @@ class LayoutExplorer:
         plans = c.layout.chosen.plans
         if not plans:
             return f"row_block={s['row_block']} row_shard={s['row_shard']} inner_split={s['inner_split']}"
-        rows = dict(zip(c.graph.ops["name"].to_list(), c.graph.ops["rows"].to_list(), strict=True))
-        local = ", ".join(f"{name.rsplit('.', 1)[-1]} {-(-rows[name] // g.m)}" for name, g in plans if name in rows)
+        ops = {op["name"]: op for op in c.graph.ops.iter_rows(named=True)}
+        tokens = int(c.graph.params["tokens"])
+        local = ", ".join(f"{name.rsplit('.', 1)[-1]} {c.layout.chosen.local_rows(ops[name], tokens)}"
+                          for name, _ in plans if name in ops)
         return f"plans {s['plans']} (local rows: {local})"
 
     def _changed(self, change: dict) -> None:

@@ -1,0 +1,147 @@
+"""The joint choice of per-op GEMM plans along a block's chain of linear ops.
+
+A block runs its ops one after another, so a tile holds the resident weights
+of every linear op at once but the transient bytes (received operand panels,
+partials, outputs) of one op at a time. A chain of plans fits a tile when
+
+    sum over ops of weight_bytes + max over ops of transient_bytes <= room
+
+(``room``: tile memory less the reserve for the staging window and package
+support; each op's bytes are those of its fullest tile, so the sum is an upper
+bound). Its cost is the sum of the ops' ``est_chain_cycles``: the op itself
+and the elementwise ops that run in place on its output (GELU after fc1 costs
+what fc1's result grid makes it cost). The next op's operand exchange is priced
+with the next op from the panel it receives, so neighbours are coupled through
+the shared memory, which is what this choice solves exactly.
+
+Under a transient cap ``T`` the fastest chain whose plans each keep their
+transient bytes within ``T`` and whose weights sum to at most ``room - T`` is
+found exactly: per op, the (weight bytes, cycles) Pareto front of its plans
+within ``T``; the fronts are added op by op, keeping only Pareto points (a
+min-plus convolution), and the fastest sum that fits is taken. A ladder of caps
+(the ops' distinct transient sizes, at most :data:`CAPS` of them by rank) gives
+one chain each; the distinct chains form a cycles-against-memory trade-off, of
+which at most :data:`MAX_CHAINS` are offered, fastest first: the later stages
+(whole-graph screen, refinement with real routes, placement) judge them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from toolkit.layout.gemm import PLAN_FIELDS, GemmPlan
+
+#: transient caps tried (the ops' distinct transient sizes, thinned evenly by rank past this many)
+CAPS = 24
+#: chains offered to the whole-graph screen: the trade-off's fastest, its smallest and evenly between
+MAX_CHAINS = 6
+
+Chain = tuple[tuple[str, GemmPlan], ...]
+
+
+def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, pinned: dict[str, GemmPlan],
+                  ) -> tuple[list[Chain], pl.DataFrame]:
+    """The chains offered (fastest first, pinned plans included) and the per-op frame with ``chosen_in``.
+
+    ``frames`` (at least one): per linear op, its plans with ``est_chain_cycles``,
+    ``weight_bytes`` and ``transient_bytes`` (a pinned op: its one plan).
+    Where no chain fits under any cap, the one chain of every op's smallest
+    plan (weights plus transient bytes) is offered, so the later stages can
+    say why it does not fit.
+    """
+    room = capacity - reserve
+    names = list(frames)
+    ranked = [frames[n].sort("est_chain_cycles", "weight_bytes", "transient_bytes", "plan") for n in names]
+    cyc = [f["est_chain_cycles"].to_numpy().astype(np.int64) for f in ranked]
+    wts = [f["weight_bytes"].to_numpy().astype(np.int64) for f in ranked]
+    tra = [f["transient_bytes"].to_numpy().astype(np.int64) for f in ranked]
+    found: dict[tuple[int, ...], tuple[int, int]] = {}
+    for cap in _caps(tra, room):
+        pick = _fastest_under(cyc, wts, tra, int(cap), room)
+        if pick is not None:
+            found.setdefault(tuple(int(i) for i in pick), _totals(pick, cyc, wts, tra))
+    if not found:   # nothing fits: every op's smallest plan, so the screen can say by how much
+        pick = tuple(int(np.lexsort((c, w + t))[0]) for c, w, t in zip(cyc, wts, tra, strict=True))
+        found[pick] = _totals(pick, cyc, wts, tra)
+    offered = _offered(found)
+    chains: list[Chain] = []
+    labels: dict[tuple[str, str], list[int]] = {}
+    for rank, pick in enumerate(offered):
+        chain = {}
+        for name, f, i in zip(names, ranked, pick, strict=True):
+            row = f.row(i, named=True)
+            chain[name] = pinned.get(name) or GemmPlan(**{k: row[k] for k in PLAN_FIELDS})
+            labels.setdefault((name, row["plan"]), []).append(rank)
+        chains.append(tuple(sorted({**pinned, **chain}.items())))
+    per_op = pl.concat(ranked)
+    tag = pl.DataFrame({"op": [o for o, _ in labels], "plan": [p for _, p in labels], "_in": list(labels.values())},
+                       schema={"op": pl.String, "plan": pl.String, "_in": pl.List(pl.Int64)})
+    per_op = (per_op.join(tag, on=["op", "plan"], how="left")
+              .with_columns(pl.coalesce("_in", "chosen_in").alias("chosen_in")).drop("_in"))
+    return chains, per_op
+
+
+def _caps(transient: list[np.ndarray], room: int) -> np.ndarray:
+    """The transient caps tried: the ops' distinct transient sizes within the room, thinned evenly by rank."""
+    sizes = np.unique(np.concatenate(transient)) if transient else np.zeros(0, dtype=np.int64)
+    sizes = sizes[sizes <= room]
+    if len(sizes) > CAPS:
+        sizes = sizes[np.unique(np.linspace(0, len(sizes) - 1, CAPS).round().astype(np.int64))]
+    return sizes
+
+
+def _front(weights: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    """Indices of the (weights, cycles) Pareto points: by weights, each strictly faster than every lighter one
+    (ties keep the earlier index: the frames are ranked, so the choice is deterministic)."""
+    order = np.lexsort((np.arange(len(weights)), cycles, weights))
+    c = cycles[order]
+    best_before = np.r_[np.iinfo(np.int64).max, np.minimum.accumulate(c)[:-1]]
+    return order[c < best_before]
+
+
+def _fastest_under(cyc: list[np.ndarray], wts: list[np.ndarray], tra: list[np.ndarray], cap: int,
+                   room: int) -> np.ndarray | None:
+    """Per op the index of its plan in the fastest chain with every transient within ``cap`` and the weights
+    within ``room - cap`` (None when no chain does): the ops' Pareto fronts summed op by op."""
+    budget = room - cap
+    total_w = np.zeros(1, dtype=np.int64)
+    total_c = np.zeros(1, dtype=np.int64)
+    picks = np.zeros((1, 0), dtype=np.int64)
+    for c, w, t in zip(cyc, wts, tra, strict=True):
+        ok = np.flatnonzero((t <= cap) & (w <= budget))
+        if not len(ok):
+            return None
+        idx = ok[_front(w[ok], c[ok])]
+        sum_w = (total_w[:, None] + w[idx][None, :]).ravel()
+        sum_c = (total_c[:, None] + c[idx][None, :]).ravel()
+        fits = np.flatnonzero(sum_w <= budget)
+        if not len(fits):
+            return None
+        keep = fits[_front(sum_w[fits], sum_c[fits])]
+        picks = np.concatenate([np.repeat(picks, len(idx), axis=0), np.tile(idx, len(total_w))[:, None]],
+                               axis=1)[keep]
+        total_w, total_c = sum_w[keep], sum_c[keep]
+    return picks[int(np.argmin(total_c))]
+
+
+def _totals(pick, cyc: list[np.ndarray], wts: list[np.ndarray], tra: list[np.ndarray]) -> tuple[int, int]:
+    """A chain's cycles and bytes on the fullest tile (weights of every op plus the largest transient set)."""
+    cycles = sum(int(c[i]) for c, i in zip(cyc, pick, strict=True))
+    weights = sum(int(w[i]) for w, i in zip(wts, pick, strict=True))
+    return cycles, weights + max((int(t[i]) for t, i in zip(tra, pick, strict=True)), default=0)
+
+
+def _offered(found: dict[tuple[int, ...], tuple[int, int]]) -> list[tuple[int, ...]]:
+    """The chains not dominated in (cycles, bytes), fastest first; past MAX_CHAINS the fastest, the smallest and
+    evenly spaced ones between."""
+    picks = list(found)
+    cyc = np.array([found[p][0] for p in picks], dtype=np.int64)
+    mem = np.array([found[p][1] for p in picks], dtype=np.int64)
+    keep = _front(cyc, mem)   # by cycles rising, each smaller than every faster one
+    if len(keep) > MAX_CHAINS:
+        keep = keep[np.unique(np.linspace(0, len(keep) - 1, MAX_CHAINS).round().astype(np.int64))]
+    return [picks[i] for i in keep]
+
+
+__all__ = ["CAPS", "MAX_CHAINS", "choose_chains"]
