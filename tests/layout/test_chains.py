@@ -120,3 +120,24 @@ def test_local_rows_says_what_each_candidate_runs() -> None:
     assert (chained["local_rows"] != chained["row_block"]).any()   # the column the row_block label hid
     summary = toolkit.compile("mlp-single-b1", options={"row_block": 18, "simulate": False}).summary()
     assert summary["local_rows"].item() <= 18
+
+
+def test_a_panel_too_big_for_region_0_caps_the_weights_beside_it() -> None:
+    """A contiguous panel over region 0's span must share region 1 with every op's interleaved weights and the
+    op's own gathered block: the fast plan with a big panel is refused when the other op's weights crowd it."""
+    def with_regions(f: pl.DataFrame, panels: list[int], gathers: list[int]) -> pl.DataFrame:
+        return f.with_columns(pl.Series("panel_bytes", panels), pl.Series("gather_bytes", gathers))
+    a = with_regions(_frame("a", [(1, 100, 400), (5, 100, 150)]), [350, 100], [0, 0])
+    b = with_regions(_frame("b", [(1, 300, 10)]), [10], [0])
+    # without regions the fast plan of a fits (100 + 300 + 400 <= 1000)
+    free, _ = choose_chains({"a": a, "b": b}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {})
+    assert dict(free[0])["a"].n == 1
+    # region 0 holds 200 B, region 1 600 B: a's 350 B panel needs 350 + 400 weights > 600 in region 1
+    held, _ = choose_chains({"a": a, "b": b}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {}, regions=(200, 600))
+    assert dict(held[0])["a"].n == 2
+    # a gathered block of the op counts beside its panel in region 1
+    g = with_regions(_frame("a", [(1, 100, 400), (5, 100, 150)]), [250, 100], [100, 0])
+    assert dict(choose_chains({"a": g, "b": b}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {}, regions=(200, 600))[0][0])[
+        "a"].n == 2
+    assert dict(choose_chains({"a": g, "b": b}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {}, regions=(200, 800))[0][0])[
+        "a"].n == 1

@@ -8,21 +8,28 @@ partials, outputs) of one op at a time. A chain of plans fits a tile when
 
 (``room``: tile memory less the reserve for the staging window and package
 support; each op's bytes are those of its fullest tile, so the sum is an upper
-bound). Its cost is the sum of the ops' ``est_chain_cycles``: the op itself
-and the elementwise ops that run in place on its output (GELU after fc1 costs
-what fc1's result grid makes it cost). The next op's operand exchange is priced
-with the next op from the panel it receives, so neighbours are coupled through
-the shared memory, which is what this choice solves exactly.
+bound), and when every op's operand panel, which is contiguous, finds one
+region's free span: region 0 beside the code, or region 1 beside the
+interleaved weights of every op and the op's own gathered block. A plan whose
+panel does not fit region 0 therefore caps the chain's weight bytes at
+``region 1 - gathered block - panel`` (its ``ceiling``; interleaved weights
+are always capped by region 1). Its cost is the sum of the ops'
+``est_chain_cycles``: the op itself and the elementwise ops that run in place
+on its output (GELU after fc1 costs what fc1's result grid makes it cost). The
+next op's operand exchange is priced with the next op from the panel it
+receives, so neighbours are coupled through the shared memory, which is what
+this choice solves exactly.
 
-Under a transient cap ``T`` the fastest chain whose plans each keep their
-transient bytes within ``T`` and whose weights sum to at most ``room - T`` is
-found exactly: per op, the (weight bytes, cycles) Pareto front of its plans
-within ``T``; the fronts are added op by op, keeping only Pareto points (a
-min-plus convolution), and the fastest sum that fits is taken. A ladder of caps
-(the ops' distinct transient sizes, at most :data:`CAPS` of them by rank) gives
-one chain each; the distinct chains form a cycles-against-memory trade-off, of
-which at most :data:`MAX_CHAINS` are offered, fastest first: the later stages
-(whole-graph screen, refinement with real routes, placement) judge them.
+Under a weight budget ``B`` the fastest chain whose plans each keep their
+transient bytes within ``room - B`` and their ceiling at or above ``B``, and
+whose weights sum to at most ``B``, is found exactly: per op, the (weight
+bytes, cycles) Pareto front of its admissible plans; the fronts are added op by
+op, keeping only Pareto points (a min-plus convolution), and the fastest sum
+that fits is taken. A ladder of budgets (from the ops' distinct transient sizes
+and ceilings, at most :data:`CAPS` of them by rank) gives one chain each; the
+distinct chains form a cycles-against-memory trade-off, of which at most
+:data:`MAX_CHAINS` are offered, fastest first: the later stages (whole-graph
+screen, refinement with real routes, placement) judge them.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import polars as pl
 
 from toolkit.layout.gemm import PLAN_FIELDS, GemmPlan
 
-#: transient caps tried (the ops' distinct transient sizes, thinned evenly by rank past this many)
+#: weight budgets tried (from the ops' distinct transient sizes and ceilings, thinned evenly by rank past this many)
 CAPS = 24
 #: chains offered to the whole-graph screen: the trade-off's fastest, its smallest and evenly between
 MAX_CHAINS = 6
@@ -41,14 +48,18 @@ Chain = tuple[tuple[str, GemmPlan], ...]
 
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, pinned: dict[str, GemmPlan],
+                  regions: tuple[int, int] | None = None, interleaved: bool = True,
                   ) -> tuple[list[Chain], pl.DataFrame]:
     """The chains offered (fastest first, pinned plans included) and the per-op frame with ``chosen_in``.
 
     ``frames`` (at least one): per linear op, its plans with ``est_chain_cycles``,
-    ``weight_bytes`` and ``transient_bytes`` (a pinned op: its one plan).
-    Where no chain fits under any cap, the one chain of every op's smallest
-    plan (weights plus transient bytes) is offered, so the later stages can
-    say why it does not fit.
+    ``weight_bytes``, ``transient_bytes``, ``panel_bytes`` and ``gather_bytes``
+    (a pinned op: its one plan). ``regions``: region 0's bytes beside the code
+    and region 1's bytes (None: no region constraint); ``interleaved``: the
+    weights are interleaved (region 1 holds them and the gathered blocks).
+    Where no chain fits under any budget, the one chain of every op's smallest
+    plan (weights plus transient bytes) is offered, so the later stages can say
+    why it does not fit.
     """
     room = capacity - reserve
     names = list(frames)
@@ -56,9 +67,10 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, 
     cyc = [f["est_chain_cycles"].to_numpy().astype(np.int64) for f in ranked]
     wts = [f["weight_bytes"].to_numpy().astype(np.int64) for f in ranked]
     tra = [f["transient_bytes"].to_numpy().astype(np.int64) for f in ranked]
+    cei = [_ceilings(f, room, regions, interleaved) for f in ranked]
     found: dict[tuple[int, ...], tuple[int, int]] = {}
-    for cap in _caps(tra, room):
-        pick = _fastest_under(cyc, wts, tra, int(cap), room)
+    for budget in _budgets(tra, cei, room):
+        pick = _fastest_under(cyc, wts, tra, cei, int(budget), room)
         if pick is not None:
             found.setdefault(tuple(int(i) for i in pick), _totals(pick, cyc, wts, tra))
     if not found:   # nothing fits: every op's smallest plan, so the screen can say by how much
@@ -82,13 +94,26 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, 
     return chains, per_op
 
 
-def _caps(transient: list[np.ndarray], room: int) -> np.ndarray:
-    """The transient caps tried: the ops' distinct transient sizes within the room, thinned evenly by rank."""
-    sizes = np.unique(np.concatenate(transient)) if transient else np.zeros(0, dtype=np.int64)
-    sizes = sizes[sizes <= room]
-    if len(sizes) > CAPS:
-        sizes = sizes[np.unique(np.linspace(0, len(sizes) - 1, CAPS).round().astype(np.int64))]
-    return sizes
+def _ceilings(f: pl.DataFrame, room: int, regions: tuple[int, int] | None, interleaved: bool) -> np.ndarray:
+    """Per plan, the most weight bytes the chain may hold on a tile with it (see the module docstring)."""
+    if regions is None:
+        return np.full(f.height, room, dtype=np.int64)
+    r0, r1 = regions
+    panel = f["panel_bytes"].to_numpy().astype(np.int64)
+    gather = f["gather_bytes"].to_numpy().astype(np.int64) if interleaved else np.zeros(f.height, dtype=np.int64)
+    if interleaved:
+        return np.where(panel > r0, r1 - gather - panel, r1)
+    return np.where(panel > max(r0, r1), -1, room)
+
+
+def _budgets(transient: list[np.ndarray], ceilings: list[np.ndarray], room: int) -> np.ndarray:
+    """The weight budgets tried: room less each distinct transient size, and each distinct ceiling, within the
+    room; thinned evenly by rank."""
+    values = np.concatenate([room - np.concatenate(transient), *ceilings]) if transient else np.zeros(0, np.int64)
+    values = np.unique(values[(values >= 0) & (values <= room)])
+    if len(values) > CAPS:
+        values = values[np.unique(np.linspace(0, len(values) - 1, CAPS).round().astype(np.int64))]
+    return values
 
 
 def _front(weights: np.ndarray, cycles: np.ndarray) -> np.ndarray:
@@ -100,16 +125,16 @@ def _front(weights: np.ndarray, cycles: np.ndarray) -> np.ndarray:
     return order[c < best_before]
 
 
-def _fastest_under(cyc: list[np.ndarray], wts: list[np.ndarray], tra: list[np.ndarray], cap: int,
-                   room: int) -> np.ndarray | None:
-    """Per op the index of its plan in the fastest chain with every transient within ``cap`` and the weights
-    within ``room - cap`` (None when no chain does): the ops' Pareto fronts summed op by op."""
-    budget = room - cap
+def _fastest_under(cyc: list[np.ndarray], wts: list[np.ndarray], tra: list[np.ndarray], cei: list[np.ndarray],
+                   budget: int, room: int) -> np.ndarray | None:
+    """Per op the index of its plan in the fastest chain with every transient within ``room - budget``, every
+    ceiling at or above ``budget`` and the weights within ``budget`` (None when no chain does): the ops' Pareto
+    fronts summed op by op."""
     total_w = np.zeros(1, dtype=np.int64)
     total_c = np.zeros(1, dtype=np.int64)
     picks = np.zeros((1, 0), dtype=np.int64)
-    for c, w, t in zip(cyc, wts, tra, strict=True):
-        ok = np.flatnonzero((t <= cap) & (w <= budget))
+    for c, w, t, ceiling in zip(cyc, wts, tra, cei, strict=True):
+        ok = np.flatnonzero((t <= room - budget) & (ceiling >= budget) & (w <= budget))
         if not len(ok):
             return None
         idx = ok[_front(w[ok], c[ok])]

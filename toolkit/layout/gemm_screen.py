@@ -120,6 +120,7 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
         "out_bytes": np.where(split, piece_r * piece_c, r_max * c_max) * out_b * per_tile,
         "recv_bytes": recv + red + np.where(gathered, piece * per_tile, 0),   # gathered: the whole block buffer
         "panel_bytes": r_max * k_max * a_bytes, "tiles_used": np.minimum(m * n * k, tiles),
+        "gather_bytes": np.where(gathered, block * per_tile, 0),   # the whole gathered block, in the weight class
         "out_tiles": np.minimum(m * n * np.where(split, rb * cb, 1), tiles),
         "out_rows": np.where(split, piece_r, r_max), "out_cols": np.where(split, piece_c, c_max),
         "chunks": per_tile,
@@ -141,6 +142,7 @@ def gemm_estimate(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, ta
         "inter": np.where(mask, 0 if gemm.weights == "gathered" else int(e["weight_bytes"]), 0),
         "out": np.where(np.arange(tiles) < int(e["out_tiles"]), int(e["out_bytes"]), 0),
         "recv": np.where(mask, int(e["recv_bytes"]), 0), "panel": int(e["panel_bytes"]),
+        "gather": int(e["gather_bytes"]),
     }
 
 

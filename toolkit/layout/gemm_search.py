@@ -24,14 +24,17 @@ from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
 from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
+from toolkit.layout.screen import region0_free_bytes, region1_bytes
 from toolkit.options import Options
 from toolkit.target import Target
 
 #: staged reductions are enumerated for plans whose transient bytes take more than this share of the memory
 #: (past RESERVE_BYTES), where staging brings them below it: staging only trades time for memory
 STAGED_SHARE = 0.5
+#: package support kept out of the chain choice (its code reserves region 0 elements)
+SUPPORT_BYTES = 48 * 1024
 #: memory kept out of the chain choice: the staging window and package support
-RESERVE_BYTES = 32 * 1024 + 48 * 1024
+RESERVE_BYTES = 32 * 1024 + SUPPORT_BYTES
 M_CHOICES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
 K_CHOICES = (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16, 18, 20, 24, 27, 30, 32, 36)
 #: reduction stagings tried beside all partials at once (remote partials per epoch; below k - 1)
@@ -44,7 +47,10 @@ OP_CANDIDATES_SCHEMA = {
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
     "est_in_place_cycles": pl.Int64,   # the elementwise ops run in place on the plan's output (GELU after fc1)
     "est_chain_cycles": pl.Int64,      # est_cycles + est_in_place_cycles: what the joint chain choice adds up
-    "weight_bytes": pl.Int64, "transient_bytes": pl.Int64, "feasible": pl.Boolean, "reject_reason": pl.String,
+    "weight_bytes": pl.Int64, "transient_bytes": pl.Int64,
+    "panel_bytes": pl.Int64,    # the largest operand panel a tile receives (contiguous: it needs one region's span)
+    "gather_bytes": pl.Int64,   # a gathered plan's whole weight block, live with the panel in the weight class
+    "feasible": pl.Boolean, "reject_reason": pl.String,
     "chosen_in": pl.List(pl.Int64),    # the offered chains (by rank, 0 = the fastest) that use this plan
 }
 
@@ -201,6 +207,7 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
         "est_sync_cycles": sync, "est_cycles": total, "est_in_place_cycles": in_place,
         "est_chain_cycles": total + in_place,
         "weight_bytes": e["weight_bytes"] + e["bias_bytes"], "transient_bytes": e["recv_bytes"] + e["out_bytes"],
+        "panel_bytes": e["panel_bytes"], "gather_bytes": e["gather_bytes"],
     })
 
 
@@ -291,7 +298,9 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
         frames[op["name"]] = op_candidates(*args, o.row_block, followers)
     if not frames:
         return [()], pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
-    return choose_chains(frames, target.load_limit - target.memory_start, RESERVE_BYTES, pinned)
+    regions = (region0_free_bytes(target, SUPPORT_BYTES), region1_bytes(target))
+    return choose_chains(frames, target.load_limit - target.memory_start, RESERVE_BYTES, pinned, regions,
+                         interleaved=weight_class == "interleaved")
 
 
 __all__ = [

@@ -52,7 +52,8 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     """
     classes = classes or (p.weight_class,)
     compute = dict.fromkeys(classes, 0)
-    exchange = syncs = launches = phases = bodies = panel = 0
+    exchange = syncs = launches = phases = bodies = 0
+    panels: list[tuple[int, int]] = []   # per op: its largest operand panel and its gathered weight block
     weights = np.zeros(tiles, dtype=np.int64)
     inter = np.zeros(tiles, dtype=np.int64)
     transient = np.zeros(tiles, dtype=np.int64)
@@ -69,7 +70,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         syncs += e["syncs"]
         launches += e["launches"]
         phases += e["phases"]
-        panel = max(panel, e["panel"])
+        panels.append((e["panel"], e.get("gather", 0)))
         bodies += 3
         weights += e["weights"]
         inter += e["inter"]
@@ -79,7 +80,8 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
             op_bytes = op_bytes + b
         live_out[op["output"]] = e["out"]
         np.maximum(transient, op_bytes, out=transient)
-    support = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES + phases * RUN_ENTRY_BYTES
+    code = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES
+    support = code + phases * RUN_ENTRY_BYTES
     staging = target.staging_window_bytes if exchange else 0
     peak = weights + transient + support + staging
     capacity = target.load_limit - target.memory_start
@@ -88,7 +90,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         t = int(peak.argmax())
         reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
                        f"support {support + staging:,}) > capacity {capacity:,} B")
-    r0 = sum(e.size for e in target.memory_elements if not e.interleaved)
+    r0 = region0_free_bytes(target, code)
     times = max([1, *reps.values()])  # every op sits in the repeated block when the graph repeats
     exchange, launches = exchange * times, launches * times
     sync_cycles = syncs * target.costs.sync_cycles * times
@@ -106,14 +108,33 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
             t = int(inter.argmax())
             why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
                        f"{region1_bytes(target):,} B")
-        room = max(r0, region1_bytes(target) - peak_inter)
+        panel, room = _worst_panel(panels, r0, region1_bytes(target) - peak_inter, cls == "interleaved")
         if panel > room:
             why.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
-                       f"interleaved weights); raise inner_split or lower row_block")
+                       f"code and the interleaved weights); raise inner_split or lower row_block")
         c = compute[cls] * times
         out[cls] = {**common, "est_compute_cycles": c, "est_cycles": c + exchange + sync_cycles,
                     "peak_interleaved_bytes": peak_inter, "feasible": not why, "reject_reason": "; ".join(why) or None}
     return out
+
+
+def region0_free_bytes(target: Target, code_bytes: int) -> int:
+    """Region 0 bytes left beside the code: executable objects reserve whole elements there (DESIGN section 3)."""
+    elements = [e.size for e in target.memory_elements if not e.interleaved]
+    size = elements[0] if elements else 1
+    return sum(elements) - -(-code_bytes // size) * size
+
+
+def _worst_panel(panels: list[tuple[int, int]], r0_free: int, r1_free: int, interleaved: bool) -> tuple[int, int]:
+    """The operand panel with the least room (and that room): a panel is contiguous, so it needs one region's
+    free span: region 0 beside the code, or region 1 beside the resident interleaved weights and, for interleaved
+    weights, the op's own gathered block (live with the panel)."""
+    worst = (0, max(r0_free, r1_free))
+    for panel, gather in panels:
+        room = max(r0_free, r1_free - (gather if interleaved else 0))
+        if panel - room > worst[0] - worst[1]:
+            worst = (panel, room)
+    return worst
 
 
 def _is_linear(op: dict, tensors: dict) -> bool:
