@@ -39,7 +39,9 @@ class Options:
     inner_splits: tuple[int, ...] = (1, 2, 4, 8, 16, 20)  # 20: 72 groups of a 1152-wide op fill 1440 tiles
     beam_width: int = 4
     tiles: int | None = None                   # compute tiles (None: the workload's limit or all tiles)
-    placement_time_limit: float = 2.0
+    placement_time_limit: float = 2.0          # wall-clock safety cap (seconds) of the exact placement search per
+                                               # distinct failing tile; its node budgets decide, so results do not
+                                               # depend on the machine's load
     plans: tuple[tuple[str, str], ...] = ()    # per-op GEMM plan pins {"fc1": "4x92x4", "fc2": "4x24x15/16x24"}
     plan_search: bool = True                   # search per-op GEMM plans (off, or any global linear knob pinned:
                                                # every unpinned linear op follows the global grid)
