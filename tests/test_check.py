@@ -11,12 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolkit
-from toolkit.check import OPERANDS_CHECK_SCHEMA, OUTPUTS_SCHEMA, WORST_SCHEMA, CheckResult, check
+from toolkit.check import OPERANDS_CHECK_SCHEMA, OUTPUTS_SCHEMA, WORST_SCHEMA, CheckResult, _load, check
 from toolkit.check import kernels as K
 from toolkit.check import reference as R
+from toolkit.check import trace as T
+from toolkit.check.run import build_tables
+from toolkit.check.sram import Sram
 from toolkit.errors import InfeasibleError, InvalidIRError, OptionError
 from toolkit.graph import attention_block
-from toolkit.numerics import decode_f143, encode_f143
+from toolkit.numerics import decode_f143, encode_f143, quantize
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +157,52 @@ def test_dropped_copy_fails(small) -> None:
     assert f"tile {copies['tile'][0]}" in r.message
 
 
+def _repeat_index_off(monkeypatch) -> None:
+    """Every repeat instance reads iterated weights at instance 0's address (the per-instance read disabled)."""
+    monkeypatch.setattr(T.Runner, "_repeat_index", lambda self, objs, inst: np.zeros(len(objs), dtype=np.int64))
+
+
+def test_per_instance_weight_read_is_needed(small, monkeypatch) -> None:
+    """Instance 1 reading instance 0's weights is caught at the first weight read of instance 1."""
+    _repeat_index_off(monkeypatch)
+    r = check(small)
+    assert not r.passed
+    first = r.operands.filter(pl.col("mismatches") > 0).row(0, named=True)
+    assert (first["operand"], first["instance"]) == ("weight1", 1)
+    assert "instance 1" in r.message
+
+
+@pytest.fixture(scope="module")
+def gathered() -> toolkit.Compilation:
+    """Gathered weights: stored once over home tiles, moved to their users before every use, per instance."""
+    return toolkit.compile("mlp-small-repeat", options={"stream_weights": "gathered", "simulate": False,
+                                                        "plans": {"fc1": "4x16x1 gathered"}})
+
+
+def test_gathered_weights_move_per_instance(gathered, monkeypatch) -> None:
+    assert check(gathered).passed
+    monkeypatch.setattr(T, "instance_shift", lambda src_obj, sram, repeat_index: 0)   # gather instance 0 always
+    r = check(gathered)
+    assert not r.passed
+    first = r.operands.filter(pl.col("mismatches") > 0).row(0, named=True)
+    assert first["instance"] == 1 and first["operand"].startswith("weight")
+
+
+def test_kernel_writes_are_dropped_after_their_last_read(small) -> None:
+    """The runner holds a tensor instance's written bits only until the last phase that reads it."""
+    c = small
+    data = R.make_data(c.graph, 0, -4)
+    ref = R.run_reference(c.graph, data)
+    sram = Sram(c.schedule.objects, c.placement.placement)
+    tables = build_tables(c.schedule, c.graph)
+    _load(sram, tables, c.schedule, c.graph, data)
+    runner = T.Runner(c, sram, tables, ref, data.raw, -4, "f32", 2.0**-7, ref)
+    runner.run()
+    outputs = set(c.graph.tensors.filter(pl.col("role") == "output")["tensor_id"].to_list())
+    assert runner.state and {t for t, _ in runner.state} <= outputs
+    assert set(ref.values) == {(t, i) for t in outputs for i in range(3)}   # the reference keeps outputs only
+
+
 # -- data, numerics and the reference ---------------------------------------------------
 def test_weights_are_f143_codes_with_scale(small) -> None:
     data = R.make_data(small.graph, 0, -4)
@@ -187,6 +236,29 @@ def test_kernel_rules_match_the_reference_ops() -> None:
     np.testing.assert_allclose(K.RULES["linear_f16"]([x], [w, b], ctx), x @ w + b, atol=1e-5)
     parts = rng.standard_normal((2, 4, 5, 3)).astype(np.float32)
     np.testing.assert_allclose(K.reduce([parts], [], ctx)[:, 0], parts.sum(1), atol=1e-5)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(0, 0xFFFF), min_size=1, max_size=300), st.sampled_from([np.float32, np.float64]))
+def test_elementwise_rules_of_fp16_values_are_tables(bits: list[int], dtype) -> None:
+    """A rule of FP16-valued operands looked up in its 65,536-entry table gives the bits the rule computes."""
+    x = np.array(bits, dtype=np.uint16).view(np.float16).astype(dtype)
+    ctx = K.KernelContext(head_dim=1, partials="f32")
+    with np.errstate(all="ignore"):
+        assert np.array_equal(K.gelu([x], [], ctx), K._gelu(x), equal_nan=True)
+        assert np.array_equal(R.on_f16(R.gelu, x.astype(np.float64)), R.gelu(x.astype(np.float64)), equal_nan=True)
+        assert np.array_equal(R.cast_activation(x), quantize(x, "f143", R.ACTIVATION_SCALE), equal_nan=True)
+    off = x + dtype(2.0**-20)   # not FP16 values: computed directly
+    assert np.array_equal(R.cast_activation(off), quantize(off, "f143", R.ACTIVATION_SCALE), equal_nan=True)
+
+
+def test_the_cast_of_f143_codes_is_the_identity() -> None:
+    """Why an FP8 AMP on an early-cast (F143) left operand skips the cast: ``linear_f8_codes``."""
+    for dtype in (np.float32, np.float64):
+        values = decode_f143(np.arange(256, dtype=np.uint8), R.ACTIVATION_SCALE, dtype=dtype)
+        assert np.array_equal(R.cast_activation(values), values, equal_nan=True)
+    assert K.rule_name("amp_matmul_f8", "linear", True, left_f143=True) == "linear_f8_codes"
+    assert K.rule_name("amp_matmul_f8_p32", "linear", True, left_f143=False) == "linear_f8_p32"
 
 
 def test_fp16_partials_round_per_amp_block() -> None:

@@ -54,10 +54,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit.check.rects import BITS
 from toolkit.check.reference import Data, make_data, run_reference, tensor3
 from toolkit.check.run import Tables, build_tables
 from toolkit.check.sram import Sram
-from toolkit.check.trace import Runner, rects
+from toolkit.check.trace import Runner, by_shape, gather
 from toolkit.errors import InvalidIRError, OptionError
 from toolkit.numerics import SCALE_MAX, SCALE_MIN
 from toolkit.simulate.run import program_of
@@ -147,8 +148,9 @@ def check(graph: Any, schedule: Any = None, placement: Any = None, exchange: Any
     sram = Sram(sched.objects, program.placement.placement)
     tables = build_tables(sched, graph)
     _load(sram, tables, sched, graph, data)
-    del data  # the SRAM image holds the stored bytes now
-    runner = Runner(program, sram, tables, ref, scale, partials, tolerance, exact)
+    raw = data.raw   # the stored bytes are what reads of the data must find; the float64 values go
+    del data
+    runner = Runner(program, sram, tables, ref, raw, scale, partials, tolerance, exact)
     runner.run()
     outputs, worst = runner.outputs()
     outputs = outputs.cast(OUTPUTS_SCHEMA) if outputs.height else pl.DataFrame(schema=OUTPUTS_SCHEMA)
@@ -192,11 +194,11 @@ def _load(sram: Sram, t: Tables, sched, graph, data: Data) -> None:
         for tensor in np.unique(tid):
             sel = oid[tid == tensor]
             raw = data.raw[int(tensor)]
+            bits = raw.view(BITS[raw.dtype.itemsize])
             for r in range(int(reps[tid == tensor].max())):
-                inst = raw[min(r, raw.shape[0] - 1)]
-                has = sel[reps[tid == tensor] > r]
-                for objs_, vals in rects(t, has, inst):
-                    sram.write(sram.start(objs_, r), vals.reshape(len(objs_), -1))
+                inst = bits[min(r, raw.shape[0] - 1)]
+                for objs_, dims in by_shape(t, sel[reps[tid == tensor] > r]):
+                    sram.write(sram.start(objs_, r), gather(t, objs_, inst, dims))
 
 
 def _result(outputs: pl.DataFrame, worst: pl.DataFrame, operands: pl.DataFrame, wall: float, seed: int,

@@ -10,7 +10,9 @@ output object's element type (FP16, or FP32 for partials).
   instead rounds the running sum to FP16 after every 16-deep AMP inner block)
   and rounded to the output object's type (FP16 outputs and FP16 partials).
   The FP8 AMP reads FP8 inputs: the FP16 left panel is cast to F143 at
-  :data:`ACTIVATION_SCALE` first (round to nearest even, as the cast kernel).
+  :data:`ACTIVATION_SCALE` first (round to nearest even, as the cast kernel);
+  a left panel stored as F143 codes (an early cast) is multiplied as read
+  (``linear_f8_codes``: the cast of an F143 value is the value itself).
   The bias is an operand of the first inner-split cell only, so it is added
   to that cell's partial.
 - ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
@@ -31,8 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, GELU_C, LN_EPS
-from toolkit.numerics import quantize
+from toolkit.check.reference import GELU_C, LN_EPS, cast_activation, on_f16
 
 AMP_BLOCK = 16
 
@@ -58,7 +59,7 @@ def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContex
            fp8: bool = False) -> np.ndarray:
     a = ins[0][:, 0]                      # [n, rows, inner]
     if fp8:   # the cast of the left panel that feeds the FP8 AMP
-        a = quantize(a, ACTIVATION_FORMAT, ACTIVATION_SCALE).astype(a.dtype)
+        a = cast_activation(a)
     w = ws[0][:, 0]                       # [n, inner, cols]
     y = _matmul(a, w, ctx, ctx.partials == "f16" and not fp32_out)
     if len(ws) > 1 and ws[1] is not None:
@@ -93,7 +94,10 @@ def layernorm(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray
 
 
 def gelu(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
-    x = ins[0]
+    return on_f16(_gelu, ins[0])   # an FP16 operand: a table over the FP16 values
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
     return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(GELU_C) * (x + np.float32(0.044715) * x**3)))
 
 
@@ -114,6 +118,8 @@ RULES: dict[str, Rule] = {
     "linear_f16_p32": lambda i, w, c: linear(i, w, c, fp32_out=True),
     "linear_f8": lambda i, w, c: linear(i, w, c, fp32_out=False, fp8=True),
     "linear_f8_p32": lambda i, w, c: linear(i, w, c, fp32_out=True, fp8=True),
+    "linear_f8_codes": lambda i, w, c: linear(i, w, c, fp32_out=False),       # F143 left operand: no cast
+    "linear_f8_codes_p32": lambda i, w, c: linear(i, w, c, fp32_out=True),
     "scores": scores,
     "values": values,
     "reduce": reduce,
@@ -161,10 +167,12 @@ def _openblas_threads():
     return None, None
 
 
-def rule_name(kernel: str, op_rule: str, has_weights: bool) -> str:
-    """The rule of a command: its kernel, with AMP matmuls split by what they multiply."""
+def rule_name(kernel: str, op_rule: str, has_weights: bool, left_f143: bool = False) -> str:
+    """The rule of a command: its kernel, with AMP matmuls split by what they multiply (an FP8 AMP whose left
+    operand is stored as F143 codes, an early cast, multiplies it as read)."""
     if kernel.startswith("amp_matmul"):
         if has_weights:
-            return "linear_" + kernel.removeprefix("amp_matmul_")
+            name = "linear_" + kernel.removeprefix("amp_matmul_")
+            return name.replace("linear_f8", "linear_f8_codes", 1) if left_f143 else name
         return op_rule   # scores or values
     return kernel

@@ -20,6 +20,11 @@ stored value and flip codes a correct program cannot match. It keeps every
 tensor of every instance (as float32, far below FP16 resolution) so the check
 can compare any operand.
 
+Only what the check reads is kept (:class:`Reference`): the largest magnitude
+of every op result (the tolerance scale) and the graph outputs. Results are
+dropped after their last reader, so a pass holds the tensors live at one op,
+not the whole model.
+
 Op semantics shared with the simulated kernels (:mod:`toolkit.check.kernels`):
 LayerNorm with ``eps = 1e-6`` over the last axis; GELU in its tanh form;
 softmax over the key axis of ``scores * 1/sqrt(head_dim)`` (the attention
@@ -29,12 +34,13 @@ scale is applied inside softmax, not in the scores matmul); scores are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from toolkit.graph import Graph
-from toolkit.numerics import decode, encode
+from toolkit.numerics import decode, encode, quantize
 
 LN_EPS = 1e-6
 #: FP8 matmuls read their left operand cast to F143 at this scale (activations are O(1): LayerNorm and GELU outputs)
@@ -42,6 +48,48 @@ ACTIVATION_FORMAT = "f143"
 ACTIVATION_SCALE = 0
 GELU_C = float(np.sqrt(2.0 / np.pi))
 FP8 = {"f8_143": "f143", "f8_152": "f152"}
+#: every FP16 value, by bit pattern: an elementwise rule of FP16 operands is a table over these
+F16_VALUES = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+_TABLES: dict[tuple[Callable, np.dtype], np.ndarray] = {}
+
+
+def on_f16(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """``fn(x)`` for an elementwise ``fn``, as one lookup per element when ``x`` holds only FP16 values.
+
+    Every value the program stores (FP16, F143) is an FP16 value, so a rule of
+    one stored operand takes at most 65,536 inputs: ``fn`` runs once on each
+    (per dtype, kept) and the operand indexes the table by bit pattern. The
+    same numpy loops make the table, so the results are the same bits. Any
+    other ``x`` (the exact model's unrounded values) runs ``fn(x)``.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = x.astype(np.float16)
+        if not np.all((half == x) | np.isnan(x)):
+            return fn(x)
+    return _table(fn, x.dtype)[half.view(np.uint16)]
+
+
+def _table(fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarray:
+    key = (fn, np.dtype(dtype))
+    if key not in _TABLES:
+        with np.errstate(all="ignore"):
+            _TABLES[key] = fn(F16_VALUES.astype(dtype))
+    return _TABLES[key]
+
+
+def f143_of_f16(half: np.ndarray) -> np.ndarray:
+    """FP16 values rounded to F143 at ACTIVATION_SCALE, as float64: the stored-value reference's cast."""
+    return _table(_cast, np.dtype(np.float64))[half.view(np.uint16)]
+
+
+def cast_activation(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to F143 at ACTIVATION_SCALE, same dtype (float32 or float64); a table lookup for
+    FP16 values (:func:`on_f16`); :mod:`toolkit.numerics` owns the rounding."""
+    return on_f16(_cast, x)
+
+
+def _cast(x: np.ndarray) -> np.ndarray:
+    return quantize(x, ACTIVATION_FORMAT, ACTIVATION_SCALE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +102,15 @@ class Data:
 
     values: dict[int, np.ndarray]   # float64 values
     raw: dict[int, np.ndarray]      # uint8 codes (FP8) or float16 (FP16), [instances, G, R, C]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    """What the check keeps of one reference forward pass."""
+
+    values: dict[tuple[int, int], np.ndarray]   # float32 [G, R, C] of the graph outputs, per instance
+    scales: dict[tuple[int, int], float]        # max |value| of every op result instance (empty for outputs_only)
+    shapes: dict[int, tuple[int, int, int]]     # [G, R, C] of every tensor
 
 
 def tensor3(shape: list[int]) -> tuple[int, int, int]:
@@ -116,17 +173,15 @@ def _weight_kinds(graph: Graph) -> dict[int, str]:
 
 
 # -- the reference forward pass ------------------------------------------------
-def run_reference(graph: Graph, data: Data, *, stored: bool = True,
-                  outputs_only: bool = False) -> dict[tuple[int, int], np.ndarray]:
-    """Every tensor of every instance, ``(tensor_id, instance) -> float32 [G, R, C]``.
+def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only: bool = False) -> Reference:
+    """One forward pass over every instance: what the check keeps of it (:class:`Reference`).
 
-    Inputs and weights appear under their instance too (a carried input under
-    each instance holds that instance's input). ``stored`` (the default) is
+    ``stored`` (the default) is
     the op-by-op semantics of the program: every result rounded to its storage
     type, FP8 matmuls reading F143 casts of their left operand. ``stored=False``
     is the exact model the numerics are measured against (as a hardware check
     compares with an FP32 model): float64 from the stored weights and input,
-    nothing else rounded. ``outputs_only`` keeps just the graph outputs.
+    nothing else rounded. ``outputs_only`` keeps just the graph outputs (no scales).
     """
     shapes = {t: tensor3(s) for t, s in zip(graph.tensors["tensor_id"].to_list(),
                                             graph.tensors["shape"].to_list(), strict=True)}
@@ -138,28 +193,34 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True,
     ops = list(graph.ops.iter_rows(named=True))
     dtypes = dict(zip(graph.tensors["tensor_id"].to_list(), graph.tensors["dtype"].to_list(), strict=True))
     fp8 = {t for t, d in dtypes.items() if d in FP8}
+    # results die after the last op of the instance that reads them (the carried value lives on into the next)
+    last_read = {t: k for k, op in enumerate(ops) for t in op["inputs"]}
+    keep = {carried[1]} if carried is not None else set()
     cur: dict[int, np.ndarray] = {t: v[0] for t, v in data.values.items() if roles[t] == "input"}
-    out: dict[tuple[int, int], np.ndarray] = {}
+    values: dict[tuple[int, int], np.ndarray] = {}
+    scales: dict[tuple[int, int], float] = {}
     for inst in range(n_inst):
         for t, v in data.values.items():
             if roles[t] == "weight":
                 cur[t] = v[min(inst, v.shape[0] - 1)]
-        for t in cur:
-            if roles[t] in ("input", "weight") and not outputs_only:
-                out[(t, inst)] = cur[t].astype(np.float32)
-        for op in ops:
+        for k, op in enumerate(ops):
+            out = op["output"]
             y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset())
-            if stored and dtypes[op["output"]] == "f16":   # as the program stores it
-                y = y.astype(np.float16).astype(np.float64)
-            elif stored and dtypes[op["output"]] in FP8:   # an early cast: F143 codes for FP8 matmuls
-                y = decode(encode(y.astype(np.float16), ACTIVATION_FORMAT, ACTIVATION_SCALE), ACTIVATION_FORMAT,
-                           ACTIVATION_SCALE, dtype=np.float64)
-            cur[op["output"]] = y
-            if not outputs_only or roles[op["output"]] == "output":
-                out[(op["output"], inst)] = y.astype(np.float32)
+            if stored and dtypes[out] == "f16":   # as the program stores it (in place: no second large buffer)
+                np.copyto(y, y.astype(np.float16))
+            elif stored and dtypes[out] in FP8:   # an early cast: F143 codes for FP8 matmuls
+                y = f143_of_f16(y.astype(np.float16))
+            cur[out] = y
+            if not outputs_only:
+                scales[(out, inst)] = float(max(y.max(), -y.min()))
+            if roles[out] == "output":
+                values[(out, inst)] = y.astype(np.float32)
+            for t in {*op["inputs"], out}:
+                if roles[t] in ("activation", "output") and last_read.get(t, -1) <= k and t not in keep:
+                    del cur[t]
         if carried is not None:
-            cur[carried[0]] = cur[carried[1]]
-    return out
+            cur[carried[0]] = cur.pop(carried[1])
+    return Reference(values=values, scales=scales, shapes=shapes)
 
 
 def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict,
@@ -173,23 +234,22 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
         w_id = next(t for t in ins if roles[t] == "weight")
         a = acts[0]
         if w_id in fp8:   # the FP8 AMP reads F143 inputs cast from the FP16 value the program stores
-            a = decode(encode(a.astype(np.float16), ACTIVATION_FORMAT, ACTIVATION_SCALE), ACTIVATION_FORMAT,
-                       ACTIVATION_SCALE, dtype=np.float64)
+            a = f143_of_f16(a.astype(np.float16))
         y = a @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
         return y[None]
     if op["rule"] == "scores":
         q, k = _heads(op, cur, p, ("q", "k"))
-        return np.einsum("bhtd,bhsd->bhts", q, k).reshape(-1, q.shape[2], k.shape[2])
+        return np.matmul(q, np.swapaxes(k, 2, 3)).reshape(-1, q.shape[2], k.shape[2])
     if op["rule"] == "values":
         probs = cur[ins[0]]
         (v,) = _heads(op, cur, p, ("v",))
         b, h, t, d = v.shape
-        o = np.einsum("bhts,bhsd->bhtd", probs.reshape(b, h, t, t), v)
+        o = np.matmul(probs.reshape(b, h, t, t), v)
         return o.transpose(0, 2, 1, 3).reshape(1, b * t, h * d)
     if kind == "layernorm":
         return layernorm(acts[0], wts[0][0], wts[1][0])[None]
     if kind == "gelu":
-        return gelu(cur[ins[0]])
+        return on_f16(gelu, cur[ins[0]])
     if kind == "softmax":
         return softmax(cur[ins[0]], 1.0 / np.sqrt(float(p["head_dim"])))
     if kind == "add":
@@ -222,11 +282,22 @@ def layernorm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * x**3)))
+    """``0.5 x (1 + tanh(c (x + 0.044715 x^3)))``, evaluated in that order in two buffers."""
+    t = x**3
+    t *= 0.044715
+    t += x
+    t *= GELU_C
+    np.tanh(t, out=t)
+    t += 1.0
+    y = 0.5 * x
+    y *= t
+    return y
 
 
 def softmax(x: np.ndarray, scale: float) -> np.ndarray:
+    """Softmax of ``x * scale`` over the last axis, in one buffer."""
     z = x * scale
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+    z -= z.max(axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    return z

@@ -26,6 +26,7 @@ import numpy as np
 import polars as pl
 
 from toolkit.check.kernels import RULES, KernelContext, rule_name
+from toolkit.check.rects import BITS
 from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, FP8
 from toolkit.check.sram import Sram, copy_runs, rect_runs
 from toolkit.errors import InvalidIRError
@@ -51,6 +52,7 @@ class Tables:
     orect: np.ndarray          # [n_obj, 6] g0 g1 r0 r1 c0 c1
     obytes: np.ndarray         # element bytes per object
     otensor: np.ndarray
+    ocast: np.ndarray          # holds F143 codes at ACTIVATION_SCALE (an early-cast activation)
     phase_cmds: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -116,13 +118,17 @@ def build_tables(schedule, graph) -> Tables:
     obytes[has] = np.maximum(1, size[has] // elems[has])
     otensor = np.full(n_obj, -1, dtype=np.int64)
     otensor[objs["object_id"].to_numpy()] = objs["tensor_id"].fill_null(-1).to_numpy()
+    # early-cast activations: F143 codes at ACTIVATION_SCALE, what an FP8 AMP reads without a cast
+    early = graph.tensors.filter((pl.col("role") != "weight") & (pl.col("dtype").replace_strict(
+        FP8, default="") == ACTIVATION_FORMAT))["tensor_id"].to_numpy()
+    ocast = (obytes == 1) & np.isin(otensor, early)
 
     by_phase = cmds.select("phase", "command_id").group_by("phase").agg("command_id")
     phase_cmds = {int(p): np.sort(np.asarray(c, dtype=np.int64))
                   for p, c in zip(by_phase["phase"].to_list(), by_phase["command_id"].to_list(), strict=True)}
     return Tables(kernel=kernel, op_id=op_id, tile=tile, dims=dims, inp=inp, inp_off=inp_off, wts=wts, out=out,
                   out_off=out_off, cin=cin, cin_off=cin_off, odims=odims, orect=orect, obytes=obytes,
-                  otensor=otensor, phase_cmds=phase_cmds)
+                  otensor=otensor, ocast=ocast, phase_cmds=phase_cmds)
 
 
 def _bounds(sram: Sram, start: np.ndarray, length: np.ndarray, what: str) -> None:
@@ -301,11 +307,12 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
     groups: list[Group] = []
     if len(kc):
         has_w = t.wts[0, kc] >= 0
-        combo = np.stack([t.op_id[kc], has_w.astype(np.int64)], 1)
+        cast = t.ocast[t.inp[0, kc]] & (t.inp[0, kc] >= 0)
+        combo = np.stack([t.op_id[kc], has_w.astype(np.int64), cast.astype(np.int64)], 1)
         uc, inv = np.unique(combo, axis=0, return_inverse=True)
         first = np.zeros(len(uc), dtype=np.int64)
         first[inv.ravel()] = np.arange(len(kc))
-        rule_of = [rule_name(str(t.kernel[kc[f]]), op_rules.get(int(u[0]), ""), bool(u[1]))
+        rule_of = [rule_name(str(t.kernel[kc[f]]), op_rules.get(int(u[0]), ""), bool(u[1]), bool(u[2]))
                    for u, f in zip(uc, first, strict=True)]
         rule_code = np.array([sorted(set(rule_of)).index(r) for r in rule_of], dtype=np.int64)[inv.ravel()]
         cols = [rule_code, t.op_id[kc], (t.inp[:, kc] >= 0).sum(0), (t.wts[:, kc] >= 0).sum(0)]
@@ -326,37 +333,50 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
     return ComputePlan(copy_src=copy, copy_bytes=total, groups=groups, copy_obj=copy_obj)
 
 
-def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt: dict[int, str],
-                scale: int) -> np.ndarray:
-    """Operand arrays ``[n, G, R, C]`` (float32) of objects of one shape, read at flat ``start``."""
+def read_bits(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Element bits ``[n, elements]`` (uint8 FP8 codes, uint16 FP16, uint32 FP32) of objects of one shape."""
     o = objs[0]
-    dims = t.odims[o]
     eb = int(t.obytes[o])
-    n_el = int(dims.prod())
-    raw = sram.read(start, n_el * eb)
-    if eb == 1:   # F143 codes: weights at the check's weight scale, activations at ACTIVATION_SCALE
-        tensor = int(t.otensor[o])
-        vals = decode(raw, fmt.get(tensor, "f143"), scale.get(tensor, ACTIVATION_SCALE) if isinstance(
-            scale, dict) else scale)
-    elif eb == 2:
-        vals = raw.view(np.float16).astype(np.float32)
-    else:
-        vals = raw.view(np.float32)
-    return vals.reshape(len(objs), *dims)
+    return sram.read(start, int(t.odims[o].prod()) * eb).view(BITS[eb])
 
 
-def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Round ``values`` to the objects' element type and write them; returns what was stored (float32)."""
+def element_values(bits: np.ndarray, fmt: str, scale: int) -> np.ndarray:
+    """float32 values of element bits; FP8 codes decode in ``fmt`` at ``scale``."""
+    if bits.dtype == np.uint8:
+        return decode(bits, fmt, scale)
+    if bits.dtype == np.uint16:
+        return bits.view(np.float16).astype(np.float32)
+    return bits.view(np.float32)
+
+
+def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt: dict[int, str],
+                scale: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(element bits ``[n, elements]``, float32 values ``[n, G, R, C]``) of objects of one shape at flat ``start``.
+
+    FP8 codes decode in their tensor's format at its scale (weights at the check's weight scale, activations
+    at ACTIVATION_SCALE).
+    """
+    bits = read_bits(sram, t, objs, start)
+    tensor = int(t.otensor[objs[0]])
+    vals = element_values(bits, fmt.get(tensor, "f143"), scale.get(tensor, ACTIVATION_SCALE))
+    return bits, vals.reshape(len(objs), *t.odims[objs[0]])
+
+
+def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray,
+                 values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Round ``values`` to the objects' element type and write them; returns (the element bits written
+    ``[n, elements]``, what they hold as float32)."""
     eb = int(t.obytes[objs[0]])
     if eb == 1:   # an early cast: F143 codes for FP8 matmuls
-        codes = encode(values, ACTIVATION_FORMAT, ACTIVATION_SCALE)
-        _bounds(sram, start, np.full(len(start), codes[0].nbytes), "kernel output")
-        sram.write(start, codes.reshape(len(objs), -1))
-        return decode(codes, ACTIVATION_FORMAT, ACTIVATION_SCALE)
+        codes = encode(values, ACTIVATION_FORMAT, ACTIVATION_SCALE).reshape(len(objs), -1)
+        _bounds(sram, start, np.full(len(start), codes.shape[1]), "kernel output")
+        sram.write(start, codes)
+        return codes, decode(codes, ACTIVATION_FORMAT, ACTIVATION_SCALE).reshape(values.shape)
     stored = values.astype(np.float16) if eb == 2 else values.astype(np.float32)
-    _bounds(sram, start, np.full(len(start), stored[0].nbytes), "kernel output")
-    sram.write(start, stored.reshape(len(objs), -1))
-    return stored.astype(np.float32)
+    bits = stored.reshape(len(objs), -1).view(BITS[eb])
+    _bounds(sram, start, np.full(len(start), bits[0].nbytes), "kernel output")
+    sram.write(start, bits)
+    return bits, stored.astype(np.float32, copy=False)
 
 
 def run_copies(p: ComputePlan, sram: Sram, shift: np.ndarray | int = 0) -> None:

@@ -5,6 +5,13 @@ every kernel group, compares the operands it read and the result it wrote with
 the reference rectangles they should hold (one record per command), so the
 first wrong byte is located: tensor, op, instance, tile, object and address.
 After the last phase it reads the graph outputs back from SRAM.
+
+A read must return exactly the bits its producer wrote (or the seeded data),
+so reads are compared as element bits, in one compiled pass per operand
+(:func:`~toolkit.check.rects.same_bits`); only objects whose bits differ (or
+hold NaN) go through the value comparison that measures how far off they are.
+What the kernels wrote is kept as element bits per tensor instance and
+dropped after the last phase that reads it.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ import numpy as np
 import polars as pl
 
 from toolkit.check.kernels import one_blas_thread
-from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE
+from toolkit.check.rects import BITS, UNWRITTEN, byte_args, gather_rects, has_nan, origins, same_bytes, scatter_rects
+from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, Reference
 from toolkit.check.run import (
     Group,
     Tables,
     context,
+    element_values,
     formats,
     instance_shift,
     plan_compute,
@@ -31,10 +40,13 @@ from toolkit.check.run import (
     write_values,
 )
 from toolkit.check.sram import Sram
+from toolkit.errors import InvalidIRError
 from toolkit.numerics import quantize
 
 WORST_ROWS = 20
-CHUNK_ELEMENTS = 1 << 24  # operand elements per kernel call (bounds the float32 temporaries to ~0.5 GB)
+#: operand elements per kernel call: temporaries stay below glibc's 32 MB mmap threshold, so they are reused
+#: from the heap instead of being mapped and page-faulted afresh on every call
+CHUNK_ELEMENTS = 1 << 21
 OPERAND_RANK = {"input0": 0, "input1": 1, "weight1": 2, "weight2": 3, "output": 4}  # reads before the write
 
 
@@ -44,33 +56,54 @@ def _slice(g: Group, lo: int, hi: int) -> Group:
                  out=g.out[lo:hi], out_off=g.out_off[lo:hi])
 
 
-def rects(t: Tables, objs: np.ndarray, tensor: np.ndarray):
-    """(objects, their rectangles of ``tensor`` as ``[n, G, R, C]``) per distinct rectangle shape."""
+def by_shape(t: Tables, objs: np.ndarray):
+    """Objects split by rectangle shape: (objects, (g, r, c)) per distinct shape."""
     if not len(objs):
         return
-    dims = t.odims[objs]
-    _, inv = np.unique(dims, axis=0, return_inverse=True)
+    uniq, inv = np.unique(t.odims[objs], axis=0, return_inverse=True)
     inv = inv.ravel()
-    for k in range(int(inv.max()) + 1):
-        o = objs[inv == k]
-        g, r, c = t.odims[o[0]]
-        rect = t.orect[o]
-        gi = rect[:, 0, None, None, None] + np.arange(g)[None, :, None, None]
-        ri = rect[:, 2, None, None, None] + np.arange(r)[None, None, :, None]
-        ci = rect[:, 4, None, None, None] + np.arange(c)[None, None, None, :]
-        yield o, tensor[gi, ri, ci]
+    for k, dims in enumerate(uniq):
+        yield objs[inv == k], tuple(int(d) for d in dims)
 
 
-def expected_rects(t: Tables, objs: np.ndarray, tensor: np.ndarray) -> np.ndarray | None:
-    """Reference rectangles ``[n, G, R, C]`` of objects of one shape (each distinct rectangle gathered once)."""
-    if len(np.unique(t.odims[objs], axis=0)) != 1:
-        return None
-    uniq, inv = np.unique(t.orect[objs], axis=0, return_inverse=True)
-    if len(uniq) == len(objs):
-        return next(rects(t, objs, tensor))[1]
-    first = np.zeros(len(uniq), dtype=np.int64)
-    first[inv.ravel()] = np.arange(len(objs))
-    return next(rects(t, objs[first], tensor))[1][inv.ravel()]
+def rect_origins(t: Tables, objs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat index in a tensor of ``shape`` of each object's first element; every rectangle must lie inside the
+    tensor (the compiled moves do not check)."""
+    rect = t.orect[objs]
+    lo, hi = rect[:, 0::2], rect[:, 1::2]
+    bad = np.nonzero(((lo < 0) | (lo > hi) | (hi > np.asarray(shape))).any(axis=1))[0]
+    if len(bad):
+        o = int(objs[bad[0]])
+        msg = (f"{len(bad)} objects hold a rectangle outside their tensor {int(t.otensor[o])} of shape "
+               f"{tuple(int(d) for d in shape)}, e.g. object {o}: {t.orect[o].tolist()} (g0 g1 r0 r1 c0 c1) "
+               "in schedule.segments")
+        raise InvalidIRError(msg)
+    return origins(rect, shape)
+
+
+def gather(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int]) -> np.ndarray:
+    """The rectangles ``[n, g * r * c]`` of objects of one shape ``dims`` in ``tensor`` ``[G, R, C]``."""
+    out = np.empty((len(objs), int(np.prod(dims))), dtype=tensor.dtype)
+    gather_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), out.view(np.uint8))
+    return out
+
+
+def scatter(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int], data: np.ndarray) -> None:
+    """Write ``data`` ``[n, g * r * c]`` into the objects' rectangles of ``tensor`` (the inverse of :func:`gather`)."""
+    data = np.ascontiguousarray(data, dtype=tensor.dtype).reshape(len(objs), -1)
+    scatter_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), data.view(np.uint8))
+
+
+def _errors(got: np.ndarray, expected: np.ndarray, tol: float,
+            in_place: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``[n, elements]``: (largest abs error, NaN as inf; elements off by more than ``tol``; where the
+    largest is)."""
+    err = np.subtract(got, expected, out=expected if in_place and expected.dtype == got.dtype else None)
+    err = np.abs(err, out=err)
+    worst = err.argmax(axis=1)                      # NaN counts as the worst
+    werr = err[np.arange(len(err)), worst].astype(np.float64)
+    werr[np.isnan(werr)] = np.inf
+    return werr, (~(err <= tol)).sum(axis=1), worst
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -81,18 +114,22 @@ FP8_STEP = 2.0**-3
 class Runner:
     """Runs the expanded program, comparing operands as they are read and results as they are written."""
 
-    def __init__(self, c, sram: Sram, t: Tables, ref: dict, scale: int, partials: str, tolerance: float,
-                 exact: dict | None = None) -> None:
+    def __init__(self, c, sram: Sram, t: Tables, ref: Reference, raw: dict[int, np.ndarray], scale: int,
+                 partials: str, tolerance: float, exact: Reference | None = None) -> None:
         self.c, self.sram, self.t, self.ref = c, sram, t, ref
         self.exact = ref if exact is None else exact
+        # the seeded data as stored (FP8 codes, FP16), [instances, G, R, C], as element bits
+        self.raw = {k: v.view(BITS[v.dtype.itemsize]) for k, v in raw.items()}
         # inner-split ops: their AMP commands write partial sums (no reference tensor); their reduce writes the output
         self.split_ops = set(np.unique(t.op_id[t.kernel == "reduce"]).tolist())
         self.scale, self.tol = scale, tolerance
         roles_ = dict(zip(c.graph.tensors["tensor_id"].to_list(), c.graph.tensors["role"].to_list(), strict=True))
         # FP8 codes decode at the weights' scale for weights, at the activation scale for early-cast activations
         self.fp8_scales = {t: (scale if r == "weight" else ACTIVATION_SCALE) for t, r in roles_.items()}
-        # the values of every activation tensor instance as its producing kernels wrote them (NaN: not written)
+        # the element bits of every activation tensor instance as its producing kernels wrote them (UNWRITTEN: not
+        # written), from the first write to the last phase that reads it
         self.state: dict[tuple[int, int], np.ndarray] = {}
+        self.nan: dict[tuple[int, int], bool] = {}   # whether a read's source holds NaN, per tensor instance
         reps = c.graph.repeats
         self.carried = (int(reps["carried_in"][0]), int(reps["carried_out"][0])) if reps.height else None
         g = c.graph
@@ -108,7 +145,6 @@ class Runner:
         self.acts = {o: [x for x in ins if roles[x] != "weight"]
                      for o, ins in zip(g.ops["op_id"].to_list(), g.ops["inputs"].to_list(), strict=True)}
         self.records: list[dict[str, np.ndarray]] = []
-        self.scales: dict[tuple[int, int], float] = {}
         self.seq = 0
         self.last_instance = 0
         sched = c.schedule
@@ -143,11 +179,30 @@ class Runner:
                 i += 1
         return out
 
+    def _last_reads(self, order: list[tuple[int, int, str]]) -> dict[int, list[tuple[int, int]]]:
+        """Step of the order -> the tensor instances no later step reads (graph outputs stay to the end)."""
+        t = self.t
+        ops_of = {p: np.unique(t.op_id[c]).tolist() for p, c in t.phase_cmds.items()}
+        last: dict[tuple[int, int], int] = {}
+        for k, (phase, inst, kind) in enumerate(order):
+            if kind != "compute":
+                continue
+            for op in ops_of.get(phase, []):
+                for tensor in self.acts.get(op, []):
+                    last[self._source(tensor, inst)] = k
+        out: dict[int, list[tuple[int, int]]] = {}
+        for key, k in last.items():
+            if self.roles.get(key[0]) == "activation":
+                out.setdefault(k, []).append(key)
+        return out
+
     def run(self) -> None:
         plans: dict[int, Any] = {}
         passes = self.c.exchange.passes if self.c.exchange is not None else None
+        order = self.order()
+        dead = self._last_reads(order)
         with np.errstate(all="ignore"), one_blas_thread():
-            for phase, inst, kind in self.order():
+            for k, (phase, inst, kind) in enumerate(order):
                 self.last_instance = max(self.last_instance, inst)
                 if kind == "exchange":
                     if phase not in plans:
@@ -158,6 +213,9 @@ class Runner:
                     if phase not in plans:
                         plans[phase] = plan_compute(phase, self.t, self.sram, self.op_rule)
                     self._compute(plans[phase], phase, inst)
+                for key in dead.get(k, []):   # no later phase reads these: drop what the kernels wrote
+                    self.state.pop(key, None)
+                    self.nan.pop(key, None)
 
     def _repeat_index(self, objs: np.ndarray, inst: int) -> np.ndarray:
         arr = self.rel.get(inst)
@@ -174,17 +232,17 @@ class Runner:
 
     def _group(self, g, phase: int, inst: int) -> None:
         t, sram = self.t, self.sram
-        ins = [read_values(sram, t, o, sram.start(o) + off, self.fmt, self.fp8_scales)
-               for o, off in zip(g.inputs, g.input_off, strict=True)]
-        ws = [read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.fp8_scales)
-              for o in g.weights]
         acts = self.acts.get(g.op_id, [])
-        if g.rule != "reduce" and acts:  # a reduce reads partial sums, which have no tensor
-            for j, (o, v) in enumerate(zip(g.inputs, ins, strict=True)):
-                self._compare(v, o, acts[min(j, len(acts) - 1)], inst, g, f"input{j}", phase, g.input_off[j],
-                              exact=True)
-        for j, (o, v) in enumerate(zip(g.weights, ws, strict=True)):
-            self._compare(v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0, exact=True)
+        ins, ws = [], []
+        for j, (o, off) in enumerate(zip(g.inputs, g.input_off, strict=True)):
+            bits, v = read_values(sram, t, o, sram.start(o) + off, self.fmt, self.fp8_scales)
+            if g.rule != "reduce" and acts:  # a reduce reads partial sums, which have no tensor
+                self._compare_read(bits, v, o, acts[min(j, len(acts) - 1)], inst, g, f"input{j}", phase, off)
+            ins.append(v)
+        for j, o in enumerate(g.weights):
+            bits, v = read_values(sram, t, o, sram.start(o, self._repeat_index(o, inst)), self.fmt, self.fp8_scales)
+            self._compare_read(bits, v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0)
+            ws.append(v)
         y = run_rule(g, ins, ws, self.ctx)
         writes_tensor = not ((g.rule.startswith("linear") or g.rule == "values") and g.op_id in self.split_ops)
         local = None
@@ -197,73 +255,96 @@ class Runner:
                 local = y64.astype(np.float16 if eb == 2 else np.float32).astype(np.float32)
             del y64
         del ins, ws
-        stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
+        bits, stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
         if writes_tensor:
             tensor = self.op_out[g.op_id]
             # an F143 output may round one code away from the float64 rule at a rounding boundary: one F143 step
             fp8 = int(t.obytes[g.out[0]]) == 1
-            self._compare(stored, g.out, tensor, inst, g, "output", phase, g.out_off, expected=local,
-                          rel=FP8_STEP if fp8 else None)
-            self._record(stored, g.out, tensor, inst)
+            self._compare_write(stored, local, g.out, tensor, inst, g, phase, g.out_off, FP8_STEP if fp8 else None)
+            self._record(bits, g.out, tensor, inst)
 
-    def _record(self, stored: np.ndarray, objs: np.ndarray, tensor: int, inst: int) -> None:
-        """Keep what the kernels wrote of one tensor instance: later reads must find exactly these values."""
+    def _record(self, bits: np.ndarray, objs: np.ndarray, tensor: int, inst: int) -> None:
+        """Keep the element bits the kernels wrote of one tensor instance: later reads must find exactly these."""
         key = (tensor, inst)
-        if key not in self.ref:
+        if key not in self.ref.scales:
             return
         if key not in self.state:
-            self.state[key] = np.full(self.ref[key].shape, np.nan, dtype=np.float32)
-        dims = self.t.odims[objs[0]]
-        if stored.shape[1:] != tuple(dims):
-            return
-        g, r, c = dims   # one scatter for every object (objects of one group share their shape)
-        rect = self.t.orect[objs]
-        gi = rect[:, 0, None, None, None] + np.arange(g)[None, :, None, None]
-        ri = rect[:, 2, None, None, None] + np.arange(r)[None, None, :, None]
-        ci = rect[:, 4, None, None, None] + np.arange(c)[None, None, None, :]
-        self.state[key][gi, ri, ci] = stored
+            self.state[key] = np.full(self.ref.shapes[tensor], UNWRITTEN[bits.itemsize], dtype=bits.dtype)
+        held = self.state[key]
+        self.nan.pop(key, None)
+        if held.dtype != bits.dtype:
+            msg = (f"tensor {self.tname.get(tensor, tensor)!r} (instance {inst}) is written as {held.itemsize}-byte "
+                   f"and as {bits.itemsize}-byte elements (objects {objs[:4].tolist()}...); one tensor has one "
+                   "element type")
+            raise InvalidIRError(msg)
+        for o, dims in by_shape(self.t, objs):
+            scatter(self.t, o, held, dims, bits[np.isin(objs, o)] if len(o) < len(objs) else bits)
 
-    def _expected(self, tensor: int, inst: int) -> np.ndarray | None:
-        """What a read of one tensor instance must return: the kernels' writes, else the data (inputs, weights)."""
+    def _source(self, tensor: int, inst: int) -> tuple[int, int]:
+        """The tensor instance a read of ``tensor`` in ``inst`` finds (a carried input: the last instance's output)."""
         if self.carried is not None and tensor == self.carried[0] and inst > 0:
-            return self.state.get((self.carried[1], inst - 1))
-        key = (tensor, inst)
-        return self.state.get(key, self.ref.get(key))
+            return self.carried[1], inst - 1
+        return tensor, inst
 
-    def _scale_of(self, tensor: int, inst: int) -> float:
-        key = (tensor, inst)
-        if key not in self.scales:
-            self.scales[key] = float(np.abs(self.ref[key]).max()) if key in self.ref else 0.0
-        return self.scales[key]
+    def _expected_bits(self, tensor: int, inst: int) -> np.ndarray | None:
+        """The element bits a read of one tensor instance must return: the kernels' writes, else the data
+        (inputs, weights); an activation no kernel wrote reads as never written."""
+        key = self._source(tensor, inst)
+        if key in self.state:
+            return self.state[key]
+        if key[0] in self.raw:
+            data = self.raw[key[0]]
+            return data[min(key[1], data.shape[0] - 1)]
+        if key[0] in self.ref.shapes:
+            eb = int(self.t.obytes[self.t.otensor == key[0]].max(initial=2))
+            return np.full(self.ref.shapes[key[0]], UNWRITTEN[eb], dtype=BITS[eb])
+        return None
 
-    def _compare(self, got: np.ndarray, objs: np.ndarray, tensor: int, inst: int, g, operand: str, phase: int,
-                 offset, *, exact: bool = False, expected: np.ndarray | None = None,
-                 rel: float | None = None) -> None:
-        """Record how far ``got`` is from what it should be: reads exactly, kernel outputs within the tolerance."""
-        if expected is None:
-            source = self._expected(tensor, inst)
-            if source is None:
-                return
-            expected = expected_rects(self.t, objs, source)
-        if expected is None or expected.shape != got.shape:
-            return  # an operand holding a different view (never for well-formed programs)
-        tol = 0.0 if exact else (self.tol if rel is None else max(rel, self.tol)) * self._scale_of(tensor, inst)
-        err = np.subtract(got, expected, out=expected if expected.dtype == got.dtype else None)
-        err = np.abs(err, out=err).reshape(len(objs), -1)  # in place: operands can be large
-        worst = err.argmax(axis=1)                      # NaN counts as the worst
-        werr = err[np.arange(len(objs)), worst].astype(np.float64)
-        werr[np.isnan(werr)] = np.inf
-        bad = (~(err <= tol)).sum(axis=1)
-        eb = self.t.obytes[objs]
-        flat = self.sram.start(objs) + offset + worst * eb
+    def _compare_read(self, bits: np.ndarray, got: np.ndarray, objs: np.ndarray, tensor: int, inst: int, g,
+                      operand: str, phase: int, offset) -> None:
+        """A read must hold exactly the expected bits; objects that do not are measured by value."""
+        src = self._expected_bits(tensor, inst)
+        if src is None:
+            return
+        dims = tuple(int(d) for d in self.t.odims[objs[0]])
+        if (self.t.odims[objs] != dims).any():
+            return  # an operand holding different views (never for well-formed programs)
+        n, n_el = len(objs), bits.shape[1]
+        # equal bits are equal values, unless NaN (a NaN never matches): a source holding NaN is compared by value
+        ok = (same_bytes(bits.view(np.uint8), *byte_args(src, rect_origins(self.t, objs, src.shape), dims))
+              if src.dtype == bits.dtype and not self._has_nan(tensor, inst, src) else np.zeros(n, dtype=bool))
+        werr, bad, worst = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        off = np.nonzero(~ok)[0]
+        if len(off):   # the value comparison, on the objects whose bits differ
+            expected = element_values(gather(self.t, objs[off], src, dims), self.fmt.get(tensor, "f143"),
+                                      self.fp8_scales.get(tensor, ACTIVATION_SCALE))
+            werr[off], bad[off], worst[off] = _errors(got.reshape(n, n_el)[off], expected.reshape(len(off), n_el), 0.0)
+        self._emit(objs, tensor, inst, g, operand, phase, offset, n_el, 0.0, werr, bad, worst)
+
+    def _has_nan(self, tensor: int, inst: int, src: np.ndarray) -> bool:
+        """Whether the bits a read of the tensor instance must find hold a NaN (kept until the next write)."""
+        key = self._source(tensor, inst)
+        if key not in self.nan:
+            self.nan[key] = has_nan(src)
+        return self.nan[key]
+
+    def _compare_write(self, got: np.ndarray, expected: np.ndarray, objs: np.ndarray, tensor: int, inst: int, g,
+                       phase: int, offset, rel: float | None) -> None:
+        """A kernel's result must be within the tolerance of its rule run in float64 on what it read."""
+        tol = (self.tol if rel is None else max(rel, self.tol)) * self.ref.scales.get(self._source(tensor, inst), 0.0)
+        n = len(objs)
+        werr, bad, worst = _errors(got.reshape(n, -1), expected.reshape(n, -1), tol, in_place=True)
+        self._emit(objs, tensor, inst, g, "output", phase, offset, got[0].size, tol, werr, bad, worst)
+
+    def _emit(self, objs, tensor, inst, g, operand, phase, offset, n_el, tol, werr, bad, worst) -> None:
+        n = len(objs)
+        flat = self.sram.start(objs) + offset + worst * self.t.obytes[objs]
         tile, addr = self.sram.address_of(flat)
         self.records.append({
-            "seq": np.full(len(objs), self.seq), "phase": np.full(len(objs), phase),
-            "instance": np.full(len(objs), inst), "op_id": np.full(len(objs), g.op_id),
-            "operand": np.full(len(objs), operand, dtype=object), "tensor_id": np.full(len(objs), tensor),
-            "elements": np.full(len(objs), err.shape[1]), "max_abs_error": werr,
-            "tolerance": np.full(len(objs), tol), "mismatches": bad, "tile": tile, "object_id": objs,
-            "address": addr,
+            "seq": np.full(n, self.seq), "phase": np.full(n, phase), "instance": np.full(n, inst),
+            "op_id": np.full(n, g.op_id), "operand": np.full(n, operand, dtype=object),
+            "tensor_id": np.full(n, tensor), "elements": np.full(n, n_el), "max_abs_error": werr,
+            "tolerance": np.full(n, tol), "mismatches": bad, "tile": tile, "object_id": objs, "address": addr,
         })
 
     def operand_frame(self) -> pl.DataFrame:
@@ -294,21 +375,22 @@ class Runner:
                 cmds = cmds[t.kernel[cmds] == "reduce"]
             objs = np.unique(t.out[cmds])
             objs = objs[objs >= 0]
-            expected_full = self.ref[(tensor, inst)]
+            expected_full = self.ref.values[(tensor, inst)]
             got_full = np.full(expected_full.shape, np.nan, dtype=np.float32)
             where = np.full(expected_full.shape, -1, dtype=np.int64)
-            for o, _ in rects(t, objs, expected_full):
-                vals = read_values(sram, t, o, sram.start(o), self.fmt, self.fp8_scales)
-                for k, obj in enumerate(o):
-                    g0, g1, r0, r1, c0, c1 = t.orect[obj]
-                    got_full[g0:g1, r0:r1, c0:c1] = vals[k]
-                    where[g0:g1, r0:r1, c0:c1] = obj
+            for o, dims in by_shape(t, objs):
+                _, vals = read_values(sram, t, o, sram.start(o), self.fmt, self.fp8_scales)
+                scatter(t, o, got_full, dims, vals)
+                scatter(t, o, where, dims, np.repeat(o, int(np.prod(dims))))
             err = np.abs(got_full.astype(np.float64) - expected_full)   # against the op-by-op reference
             err[np.isnan(err)] = np.inf
-            exact = self.exact[(tensor, inst)]
+            exact = self.exact.values[(tensor, inst)]
             num = np.abs(got_full.astype(np.float64) - exact)                # against the exact model
             num[np.isnan(num)] = np.inf
             written = self.state.get((tensor, inst))                         # what the last kernels wrote
+            if written is not None:
+                written = element_values(written, self.fmt.get(tensor, "f143"),
+                                         self.fp8_scales.get(tensor, ACTIVATION_SCALE)).reshape(written.shape)
             kept = np.abs(got_full - written) if written is not None else err
             kept[np.isnan(kept)] = np.inf
             e_scale = float(np.abs(exact).max())
