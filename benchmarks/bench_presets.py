@@ -32,12 +32,20 @@ print(json.dumps({
     "placed": c.placement.fits, "tried": int(cand["placed"].is_not_null().sum()), "beam": int(cand["beam"].sum()),
     "tiles_used": s["tiles_used"], "objects": c.placement.placement.height, "peak": s["peak_sram_bytes"],
     "capacity": target.load_limit - target.memory_start, "est_cycles": s["est_cycles"],
-    "layout": {k: s[k] for k in ("row_block", "row_shard", "inner_split", "weight_class", "fused_qkv")},
+    "layout": {k: s[k] for k in ("row_block", "local_rows", "plans", "row_shard", "inner_split", "weight_class",
+                                 "fused_qkv")},
     "stream_block": cand.filter(pl.col("chosen"))["stream_block"].item(),
     "wall": wall, "place_s": c.timings.get("placement", 0.0),
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
 }))
 """
+
+
+def _shape(lay: dict) -> str:
+    """What the chosen layout runs: its per-op plans and the most rows a matmul holds per tile, or the grid."""
+    if lay["plans"]:
+        return f"{lay['plans']} (local rows {lay['local_rows']})"
+    return f"rb {lay['row_block']}, shard {lay['row_shard']}, split {lay['inner_split']}"
 
 
 def run(name: str) -> dict:
@@ -55,8 +63,8 @@ def main() -> None:
         rows.append(
             f"| {name} | {w.batch} | {w.blocks} | {'yes' if r['placed'] else '**no**'} | {r['tried']} of {r['beam']} "
             f"| {r['tiles_used']:,} | {r['objects']:,} | {r['peak']:,} / {r['capacity']:,} "
-            f"| rb {lay['row_block']} (stream {r['stream_block']}), shard {lay['row_shard']}, split "
-            f"{lay['inner_split']}, {lay['weight_class']}, {'fused' if lay['fused_qkv'] else 'separate'} QKV "
+            f"| {_shape(lay)}, stream {r['stream_block']}, {lay['weight_class']}, "
+            f"{'fused' if lay['fused_qkv'] else 'separate'} QKV "
             f"| {r['est_cycles']:,} | {r['wall']:.1f} | {r['place_s']:.1f} | {r['rss_mib']:,.0f} |")
         print(rows[-1], flush=True)
     body = "\n".join([
