@@ -166,10 +166,20 @@ def instance_shift(src_obj: np.ndarray, sram: Sram, repeat_index) -> np.ndarray 
     return sram.stride[src_obj] * repeat_index(src_obj)
 
 
-def plan_exchange(phase: int, schedule, passes: pl.DataFrame | None, t: Tables, sram: Sram) -> ExchangePlan:
-    rows = (schedule.transfers.filter(pl.col("phase") == phase)
-            .join(schedule.slices, on=["transfer_id", "destination"], how="left")
-            .sort("transfer_id", "destination"))
+def exchange_rows(schedule, passes: pl.DataFrame | None) -> dict[int, tuple[pl.DataFrame, pl.DataFrame | None]]:
+    """Exchange phase -> (its receive rows: transfers with their slice rectangles, its staging passes), from one
+    join and one partition of the whole program (not one scan of every table per phase)."""
+    rows = schedule.transfers.join(schedule.slices, on=["transfer_id", "destination"], how="left")
+    by_phase = {int(k[0]): v for k, v in rows.partition_by("phase", as_dict=True).items()}
+    staged = ({} if passes is None or not passes.height
+              else {int(k[0]): v for k, v in passes.partition_by("phase", as_dict=True).items()})
+    phases = schedule.phases.filter(pl.col("kind") == "exchange")["phase"].to_list()
+    return {int(ph): (by_phase.get(int(ph), rows.clear()), staged.get(int(ph))) for ph in phases}
+
+
+def plan_exchange(phase: int, rows: pl.DataFrame, passes: pl.DataFrame | None, t: Tables, sram: Sram) -> ExchangePlan:
+    """Byte runs of one exchange phase from its receive rows and staging passes (:func:`exchange_rows`)."""
+    rows = rows.sort("transfer_id", "destination")
     if rows["g0"].null_count():
         msg = f"exchange phase {phase}: transfers without a slice rectangle in schedule.slices"
         raise InvalidIRError(msg)
@@ -231,7 +241,7 @@ def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: n
         {"transfer_id": pl.Int64, "tile": pl.Int32})
     cols = ("row", "pass", "byte_offset", "size_bytes", "staging_object", "staging_offset")
     if passes is not None and passes.height:
-        ps = (passes.filter(pl.col("phase") == phase).join(key, on=["transfer_id", "tile"], how="inner")
+        ps = (passes.join(key, on=["transfer_id", "tile"], how="inner")
               .select(*cols).with_columns(pl.col("staging_object", "staging_offset").fill_null(-1)))
     else:
         ps = pl.DataFrame(schema=dict.fromkeys(cols, pl.Int64))
@@ -245,11 +255,16 @@ def _fragments(phase: int, passes: pl.DataFrame | None, tid: np.ndarray, dest: n
     return out
 
 
-def run_exchange(p: ExchangePlan, sram: Sram, shift: np.ndarray | int = 0) -> None:
-    """Run one exchange phase; ``shift`` (:func:`instance_shift`) moves reads of iterated sources to the instance."""
-    stream = np.empty(p.stream_bytes, dtype=np.uint8)
+def run_exchange(p: ExchangePlan, sram: Sram, shift: np.ndarray | int = 0, scratch: np.ndarray | None = None) -> None:
+    """Run one exchange phase; ``shift`` (:func:`instance_shift`) moves reads of iterated sources to the instance.
+
+    ``scratch`` (at least ``stream_bytes + recv_bytes``) holds the byte stream and the receive buffer, so phase
+    after phase reuses one buffer instead of mapping fresh pages.
+    """
+    if scratch is None or scratch.size < p.stream_bytes + p.recv_bytes:
+        scratch = np.empty(p.stream_bytes + p.recv_bytes, dtype=np.uint8)
+    stream, recv = scratch[:p.stream_bytes], scratch[p.stream_bytes:p.stream_bytes + p.recv_bytes]
     copy_runs(sram.flat, p.src_flat + shift, stream, p.stream_pos, p.src_len)
-    recv = np.empty(p.recv_bytes, dtype=np.uint8)
     for step in p.passes:
         spos, stage, rpos, ln = step["window"]      # staged fragments land in the window, then are copied out
         copy_runs(stream, spos, sram.flat, stage, ln)

@@ -29,6 +29,7 @@ from toolkit.check.run import (
     Tables,
     context,
     element_values,
+    exchange_rows,
     formats,
     instance_shift,
     plan_compute,
@@ -201,14 +202,19 @@ class Runner:
         passes = self.c.exchange.passes if self.c.exchange is not None else None
         order = self.order()
         dead = self._last_reads(order)
+        rows = exchange_rows(self.c.schedule, passes)
+        scratch = np.empty(0, dtype=np.uint8)   # one byte buffer for every exchange phase, grown to the largest
         with np.errstate(all="ignore"), one_blas_thread():
             for k, (phase, inst, kind) in enumerate(order):
                 self.last_instance = max(self.last_instance, inst)
                 if kind == "exchange":
                     if phase not in plans:
-                        plans[phase] = plan_exchange(phase, self.c.schedule, passes, self.t, self.sram)
-                    shift = instance_shift(plans[phase].src_obj, self.sram, lambda o, i=inst: self._repeat_index(o, i))
-                    run_exchange(plans[phase], self.sram, shift)
+                        plans[phase] = plan_exchange(phase, *rows.pop(phase), self.t, self.sram)
+                    p = plans[phase]
+                    if scratch.size < p.stream_bytes + p.recv_bytes:
+                        scratch = np.empty(p.stream_bytes + p.recv_bytes, dtype=np.uint8)
+                    shift = instance_shift(p.src_obj, self.sram, lambda o, i=inst: self._repeat_index(o, i))
+                    run_exchange(p, self.sram, shift, scratch)
                 elif kind == "compute":
                     if phase not in plans:
                         plans[phase] = plan_compute(phase, self.t, self.sram, self.op_rule)
