@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import toolkit
 from toolkit.check import OPERANDS_CHECK_SCHEMA, OUTPUTS_SCHEMA, WORST_SCHEMA, CheckResult, _load, check
 from toolkit.check import kernels as K
+from toolkit.check import rects as REC
 from toolkit.check import reference as R
 from toolkit.check import trace as T
 from toolkit.check.run import build_tables
@@ -259,6 +260,29 @@ def test_the_cast_of_f143_codes_is_the_identity() -> None:
         assert np.array_equal(R.cast_activation(values), values, equal_nan=True)
     assert K.rule_name("amp_matmul_f8", "linear", True, left_f143=True) == "linear_f8_codes"
     assert K.rule_name("amp_matmul_f8_p32", "linear", True, left_f143=False) == "linear_f8_p32"
+
+
+def test_rectangle_moves_and_bit_comparison() -> None:
+    """Compiled gathers and scatters of object rectangles, bit equality and the NaN scan (rects.py)."""
+    rng = np.random.default_rng(0)
+    tensor = rng.standard_normal((2, 5, 7)).astype(np.float16).view(np.uint16)
+    orect = np.array([[0, 1, 1, 4, 2, 6], [1, 2, 0, 3, 3, 7]])   # two 1 x 3 x 4 rectangles (g0 g1 r0 r1 c0 c1)
+    dims = (1, 3, 4)
+    args = REC.byte_args(tensor, REC.origins(orect, tensor.shape), dims)
+    out = np.empty((2, 12), dtype=np.uint16)
+    REC.gather_rects(*args, out.view(np.uint8))
+    np.testing.assert_array_equal(out[0], tensor[0, 1:4, 2:6].ravel())
+    np.testing.assert_array_equal(out[1], tensor[1, 0:3, 3:7].ravel())
+    assert REC.same_bytes(out.view(np.uint8), *args).tolist() == [True, True]
+    out[1, 5] ^= 1   # one flipped bit
+    assert REC.same_bytes(out.view(np.uint8), *args).tolist() == [True, False]
+    back = np.zeros_like(tensor)
+    REC.scatter_rects(*REC.byte_args(back, REC.origins(orect, back.shape), dims), out.view(np.uint8))
+    np.testing.assert_array_equal(back[0, 1:4, 2:6], tensor[0, 1:4, 2:6])
+    assert back.sum() == out.sum(dtype=np.int64)
+    assert not REC.has_nan(tensor)
+    tensor[1, 4, 6] = REC.UNWRITTEN[2]
+    assert REC.has_nan(tensor) and REC.has_nan(np.array([3, 0x80], dtype=np.uint8))
 
 
 def test_fp16_partials_round_per_amp_block() -> None:

@@ -80,5 +80,16 @@ def same_bytes(got, src, origin, g, r, row, rows, pitch):  # pragma: no cover - 
 
 def has_nan(bits: np.ndarray) -> bool:
     """Whether element bits (uint8 FP8 codes, uint16 FP16, uint32 FP32) hold a NaN anywhere."""
-    nan_and, nan_eq, nan_mant = NAN_BITS[bits.itemsize]
-    return bool((((bits & nan_and) == nan_eq) & ((bits & nan_mant) != 0)).any())
+    return bool(_any_nan(np.ascontiguousarray(bits).reshape(-1).view(np.uint8), bits.itemsize,
+                         *NAN_BITS[bits.itemsize]))
+
+
+@njit(cache=True)
+def _any_nan(b, eb, nan_and, nan_eq, nan_mant):  # pragma: no cover - compiled
+    for e in range(0, b.shape[0], eb):
+        v = 0
+        for k in range(eb):
+            v |= np.int64(b[e + k]) << (8 * k)
+        if (v & nan_and) == nan_eq and (v & nan_mant) != 0:
+            return True
+    return False
