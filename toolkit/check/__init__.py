@@ -6,8 +6,9 @@ and returns a :class:`CheckResult`. Nothing in them is modified.
 
 1. Seeded data (:mod:`toolkit.check.reference`): Gaussian input (FP16),
    matmul weights quantized to FP8 F143 with ``scale`` (stored as codes),
-   LayerNorm parameters and biases FP16; a float64 reference of every tensor of
-   every repeat instance from exactly those stored values.
+   LayerNorm parameters and biases FP16; a float64 reference forward pass over
+   every repeat instance from exactly those stored values (it keeps each
+   result's largest magnitude, the tolerance scale, and the graph outputs).
 2. A byte image of every used tile's SRAM (:class:`~toolkit.check.sram.Sram`);
    each weight object gets its tensor rectangle (``schedule.segments``) at its
    placed address (repeat instance ``i`` at ``address + i * stride_bytes``), the
@@ -18,17 +19,18 @@ and returns a :class:`CheckResult`. Nothing in them is modified.
    plan gives, compute phases run the kernels in bulk over tiles
    (:mod:`toolkit.check.kernels`), reading and writing placed bytes only.
 4. Every operand a kernel reads must be exactly what its producer wrote (the
-   tensor values the kernels wrote so far, or the seeded data for inputs and
-   weights): data movement moves bytes, so any difference is a wrong, missing
-   or stale byte. Every result a kernel writes is compared with the same rule
-   run in float64 on the operands it actually read, rounded as stored (the
-   local reference), within ``tolerance x max|expected|`` of the tensor
-   (``2**-7`` by default: 8 FP16 half-ulps at the tensor's largest
-   magnitude; a correct kernel is within 1-2 ulps, misplaced data is off by
-   O(1) or NaN; a result stored as F143 for FP8 matmuls, an early cast, may
-   round one F143 step away at a rounding boundary, so it gets ``2**-3``). The
-   graph outputs are read back from SRAM at the end and must equal what their
-   kernels wrote.
+   element bits the kernels wrote so far, kept until the last phase reading
+   them, or the seeded data for inputs and weights): data movement moves
+   bytes, so any difference is a wrong, missing or stale byte (compared as
+   bits; objects that differ are measured by value). Every result a kernel
+   writes is compared with the same rule run in float64 on the operands it
+   actually read, rounded as stored (the local reference), within ``tolerance x
+   max|expected|`` of the tensor (``2**-7`` by default: 8 FP16 half-ulps at the
+   tensor's largest magnitude; a correct kernel is within 1-2 ulps, misplaced
+   data is off by O(1) or NaN; a result stored as F143 for FP8 matmuls, an
+   early cast, may round one F143 step away at a rounding boundary, so it gets
+   ``2**-3``). The graph outputs are read back from SRAM at the end and must
+   equal what their kernels wrote.
 
 Comparing each kernel with its own inputs keeps the verdict exact at any
 depth: an FP8 matmul casts its FP16 left operand to F143, so a value one FP16
