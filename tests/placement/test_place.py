@@ -220,7 +220,9 @@ def test_search_places_tile_where_greedy_orders_fail(shared_dir):
                           for lo, up, s in d.select("lower", "upper", "size").iter_rows()])
     from toolkit.placement import PlacementOptions
 
-    p = place(objs, t, PlacementOptions(search_seconds=60))
+    # the node budget decides (not the clock): this tile needs about 200,000 nodes, past the 50,000 default
+    assert not place(objs, t, PlacementOptions(search_seconds=60)).fits
+    p = place(objs, t, PlacementOptions(search_seconds=60, search_nodes=1_000_000))
     assert p.fits, p.failures
     verify_placement(objs, p.placement, t)
 
