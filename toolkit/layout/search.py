@@ -127,8 +127,13 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 
     def add(p: LayoutParams, g: Graph, cache: dict) -> None:
         ops, tensors, reps = prepared[p.fused_qkv]
-        local = max((p.local_rows(op, int(g.params["tokens"])) for op in ops if op["kind"] == "matmul"), default=None)
-        bound = _linear_weight_bound(ops, tensors, reps, g.params, p, tiles)
+        # both depend on the matmuls' grid and plans only, not on the stream's rows or LayerNorm parameters
+        key = ("linear bound", p.fused_qkv, p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block,
+               p.plans)
+        if key not in cache:
+            cache[key] = (max((p.local_rows(op, int(g.params["tokens"])) for op in ops if op["kind"] == "matmul"),
+                              default=None), _linear_weight_bound(ops, tensors, reps, g.params, p, tiles))
+        local, bound = cache[key]
         if bound > capacity:   # the resident weight panels alone cannot fit: skip the detailed screen
             by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
         else:   # the weight classes share every byte count: one screen for all of them
