@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import example, given, settings
@@ -141,3 +142,46 @@ def test_a_panel_too_big_for_region_0_caps_the_weights_beside_it() -> None:
         "a"].n == 2
     assert dict(choose_chains({"a": g, "b": b}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {}, regions=(200, 800))[0][0])[
         "a"].n == 1
+
+
+@pytest.mark.slow
+def test_on_real_plans_the_ladder_finds_the_brute_force_optimum(monkeypatch) -> None:
+    """mlp-single-b1's fc1 (GELU in place) and fc2 plans: with every budget of the ladder tried, the fastest chain
+    is the optimum over all pairs under the same memory model; the default ladder of CAPS budgets is within 1 %."""
+    from toolkit.layout import chains
+    from toolkit.layout.gemm_search import SUPPORT_BYTES
+    from toolkit.layout.screen import region0_free_bytes, region1_bytes
+
+    g = toolkit.build_graph("mlp-single-b1")
+    ops = {o["name"]: o for o in g.ops.iter_rows(named=True)}
+    tensors = {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)}
+    target = toolkit.ipu21()
+    frames = {"mlp.fc1": op_candidates(ops["mlp.fc1"], tensors, {}, target, 1472, "f16", None, "interleaved",
+                                       followers=(ops["mlp.gelu"],)),
+              "mlp.fc2": op_candidates(ops["mlp.fc2"], tensors, {}, target, 1472, "f16", None, "interleaved")}
+    capacity = target.load_limit - target.memory_start
+    room = capacity - RESERVE_BYTES
+    regions = (region0_free_bytes(target, SUPPORT_BYTES), region1_bytes(target))
+
+    def cols(f: pl.DataFrame) -> tuple:
+        c, w, t = (f[k].to_numpy().astype(np.int64) for k in ("est_chain_cycles", "weight_bytes", "transient_bytes"))
+        p, gb = f["panel_bytes"].to_numpy(), f["gather_bytes"].to_numpy()
+        ceiling = np.where(p > regions[0], regions[1] - gb - p, regions[1])
+        return c, w, t, ceiling
+
+    (c1, w1, t1, e1), (c2, w2, t2, e2) = cols(frames["mlp.fc1"]), cols(frames["mlp.fc2"])
+    weights = w1[:, None] + w2[None, :]
+    fits = (weights + np.maximum(t1[:, None], t2[None, :]) <= room) & (weights <= np.minimum(e1[:, None], e2[None, :]))
+    best = int(np.where(fits, c1[:, None] + c2[None, :], np.iinfo(np.int64).max).min())
+
+    def fastest() -> int:
+        chain = dict(choose_chains(frames, capacity, RESERVE_BYTES, {}, regions)[0][0])
+        total = 0
+        for name, f in frames.items():
+            row = f.filter(pl.col("plan") == chain[name].label()).sort("est_chain_cycles").row(0, named=True)
+            total += row["est_chain_cycles"]
+        return total
+
+    assert fastest() <= 1.01 * best
+    monkeypatch.setattr(chains, "CAPS", 10**6)
+    assert fastest() == best
