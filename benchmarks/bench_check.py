@@ -39,7 +39,7 @@ def measure(name: str, seed: int) -> str:
     """Compile ``name`` and check it; one markdown row."""
     t0 = time.perf_counter()
     # pin the workload's own QKV form (the layout search may otherwise pick fused for attention-b1)
-    fused = get_workload(name).fused_qkv if get_workload(name).kind != "mlp" else None
+    fused = get_workload(name).fused_qkv if get_workload(name).kind == "attention" else None
     label = name
     try:
         c = toolkit.compile(name, options={"fused_qkv": fused})
