@@ -12,6 +12,7 @@ without building its tables.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from toolkit.costs import copies_cycles
 from toolkit.errors import InvalidIRError
@@ -67,6 +68,48 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         layout_of[op["output"]] = plan.output
     row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
     return total * max([1, *reps.values()]), row_bytes
+
+
+def refine_beam(distinct: pl.DataFrame, graphs: dict, prepared: dict, target: Target, tiles: int, width: int,
+                params: dict[int, LayoutParams], room: int) -> dict[int, tuple[int, int]]:
+    """Refine candidates until ``width`` are likely to fit with their exchange plan rows.
+
+    Returns ``{candidate_id: (refined cycles, plan-row bytes on the fullest tile)}`` for
+    every refined candidate. Candidates whose screened peak leaves the packing
+    margin free are refined in screen order (fastest first); then, while fewer
+    than ``width`` fit with their plan rows, the rest in order of smallest
+    screened peak (memory-bound workloads); at most ``2 * width`` per pass.
+    "Fits" means within ``room`` bytes (the search keeps a packing margin
+    free); a candidate over it is kept, ranked after those that fit, and exact
+    placement decides. ``prepared``: per QKV form, the graph's (ops, tensors,
+    repeats) as the search prepared them.
+    """
+    refined: dict[int, tuple[int, int]] = {}
+    fitting = 0
+    likely = distinct.filter(pl.col("peak_live_bytes") <= room)
+    first = likely.head(2 * width)
+    rest = distinct.join(first.select("candidate_id"), on="candidate_id", how="anti")
+
+    def run(r: dict) -> bool:
+        p = params[r["candidate_id"]]
+        ops, tensors, reps = prepared[p.fused_qkv]
+        refined[r["candidate_id"]] = refine(ops, tensors, reps, graphs[p.fused_qkv].params, p, target, tiles)
+        return r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
+
+    for r in first.iter_rows(named=True):
+        if fitting == width:
+            return refined
+        fitting += run(r)
+    if fitting:
+        return refined
+    # none fits with its plan rows yet: the fastest of those leaving room for the fewest rows seen, then by peak
+    rows = min((v[1] for v in refined.values()), default=0)
+    second = rest.sort((pl.col("peak_live_bytes") + rows) > room, "est_cycles", "peak_live_bytes").head(2 * width)
+    for r in second.iter_rows(named=True):
+        if fitting == width:
+            break
+        fitting += run(r)
+    return refined
 
 
 def _distinct_rows(per_wave: np.ndarray) -> np.ndarray:
@@ -149,4 +192,4 @@ def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int
                  send, recv, frags, sends, copies, copy_bytes)
 
 
-__all__ = ["OpPlan", "refine"]
+__all__ = ["OpPlan", "refine", "refine_beam"]

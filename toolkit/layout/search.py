@@ -36,7 +36,7 @@ from toolkit.layout.gemm_search import (
 )
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
-from toolkit.layout.refine import refine
+from toolkit.layout.refine import refine_beam
 from toolkit.layout.screen import DTYPE_BYTES, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
@@ -182,8 +182,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
                   "partials", "plans", "stream_weights"]
     distinct = feas.unique(route_keys, keep="first", maintain_order=True)
-    refined = _refine_beam(distinct, graphs, target, tiles, options.beam_width, params)
     capacity = target.load_limit - target.memory_start
+    room = int(capacity * (1 - PACKING_MARGIN))
+    refined = refine_beam(distinct, graphs, prepared, target, tiles, options.beam_width, params, room)
     sched = pl.DataFrame({"candidate_id": list(refined), "sched": [v[0] for v in refined.values()],
                           "rows": [v[1] for v in refined.values()]},
                          schema={"candidate_id": pl.Int32, "sched": pl.Int64, "rows": pl.Int64})
@@ -192,7 +193,6 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                           pl.col("sched").is_not_null().alias("beam"))
             .drop("sched", "rows"))
     # finalists that fit with their plan rows and a packing margin first, then by refined cycles
-    room = int(capacity * (1 - PACKING_MARGIN))
     ranked = (cand.filter(pl.col("beam"))
               .sort((pl.col("peak_live_bytes") + pl.col("plan_row_bytes")) > room, "sched_cycles", "candidate_id"))
     best = ranked["candidate_id"][0]
@@ -203,53 +203,6 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                                                                            "fused_qkv": pl.Boolean}))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
                         params=params, op_candidates=op_cand)
-
-
-def _refine_beam(distinct: pl.DataFrame, graphs: dict, target: Target, tiles: int,
-                 width: int, params: dict[int, LayoutParams]) -> dict[int, tuple[int, int]]:
-    """Refine candidates until ``width`` are likely to fit with their exchange plan rows.
-
-    Returns ``{candidate_id: (refined cycles, plan-row bytes on the fullest tile)}`` for
-    every refined candidate. Candidates whose screened peak leaves the packing
-    margin free are refined in screen order (fastest first); then, while fewer
-    than ``width`` fit with their plan rows, the rest in order of smallest
-    screened peak (memory-bound workloads); at most ``2 * width`` per pass.
-    "Fits" keeps ``PACKING_MARGIN`` of the memory free; a candidate over it is
-    kept, ranked after those that fit, and exact placement decides.
-    """
-    room = int((target.load_limit - target.memory_start) * (1 - PACKING_MARGIN))
-    refined: dict[int, tuple[int, int]] = {}
-    fitting = 0
-    prepared: dict[bool, tuple] = {}
-    likely = distinct.filter(pl.col("peak_live_bytes") <= room)
-    first = likely.head(2 * width)
-    rest = distinct.join(first.select("candidate_id"), on="candidate_id", how="anti")
-
-    def run(r: dict) -> bool:
-        p = params[r["candidate_id"]]
-        if p.fused_qkv not in prepared:
-            g = graphs[p.fused_qkv]
-            prepared[p.fused_qkv] = (
-                g, list(g.ops.iter_rows(named=True)), {t["tensor_id"]: t for t in g.tensors.iter_rows(named=True)},
-                dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True)))
-        g, ops, tensors, reps = prepared[p.fused_qkv]
-        refined[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles)
-        return r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
-
-    for r in first.iter_rows(named=True):
-        if fitting == width:
-            return refined
-        fitting += run(r)
-    if fitting:
-        return refined
-    # none fits with its plan rows yet: the fastest of those leaving room for the fewest rows seen, then by peak
-    rows = min((v[1] for v in refined.values()), default=0)
-    second = rest.sort((pl.col("peak_live_bytes") + rows) > room, "est_cycles", "peak_live_bytes").head(2 * width)
-    for r in second.iter_rows(named=True):
-        if fitting == width:
-            break
-        fitting += run(r)
-    return refined
 
 
 # -- enumeration ---------------------------------------------------------------
