@@ -12,8 +12,15 @@ element *bits*: uint8 F143 codes, uint16 FP16, uint32 FP32).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numba import njit
+
+from toolkit.errors import InvalidIRError
+
+if TYPE_CHECKING:
+    from toolkit.check.run import Tables
 
 #: (and-mask, equal-to, mantissa-mask) per element width: ``bits & m == e and bits & mant != 0`` is NaN
 NAN_BITS = {1: (0xFF, 0x80, 0xFF), 2: (0x7C00, 0x7C00, 0x03FF), 4: (0x7F800000, 0x7F800000, 0x007FFFFF)}
@@ -93,3 +100,41 @@ def _any_nan(b, eb, nan_and, nan_eq, nan_mant):  # pragma: no cover - compiled
         if (v & nan_and) == nan_eq and (v & nan_mant) != 0:
             return True
     return False
+
+
+def by_shape(t: Tables, objs: np.ndarray):
+    """Objects split by rectangle shape: (objects, (g, r, c)) per distinct shape."""
+    if not len(objs):
+        return
+    uniq, inv = np.unique(t.odims[objs], axis=0, return_inverse=True)
+    inv = inv.ravel()
+    for k, dims in enumerate(uniq):
+        yield objs[inv == k], tuple(int(d) for d in dims)
+
+
+def rect_origins(t: Tables, objs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat index in a tensor of ``shape`` of each object's first element; every rectangle must lie inside the
+    tensor (the compiled moves do not check)."""
+    rect = t.orect[objs]
+    lo, hi = rect[:, 0::2], rect[:, 1::2]
+    bad = np.nonzero(((lo < 0) | (lo > hi) | (hi > np.asarray(shape))).any(axis=1))[0]
+    if len(bad):
+        o = int(objs[bad[0]])
+        msg = (f"{len(bad)} objects hold a rectangle outside their tensor {int(t.otensor[o])} of shape "
+               f"{tuple(int(d) for d in shape)}, e.g. object {o}: {t.orect[o].tolist()} (g0 g1 r0 r1 c0 c1) "
+               "in schedule.segments")
+        raise InvalidIRError(msg)
+    return origins(rect, shape)
+
+
+def gather(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int]) -> np.ndarray:
+    """The rectangles ``[n, g * r * c]`` of objects of one shape ``dims`` in ``tensor`` ``[G, R, C]``."""
+    out = np.empty((len(objs), int(np.prod(dims))), dtype=tensor.dtype)
+    gather_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), out.view(np.uint8))
+    return out
+
+
+def scatter(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int], data: np.ndarray) -> None:
+    """Write ``data`` ``[n, g * r * c]`` into the objects' rectangles of ``tensor`` (the inverse of :func:`gather`)."""
+    data = np.ascontiguousarray(data, dtype=tensor.dtype).reshape(len(objs), -1)
+    scatter_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), data.view(np.uint8))

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from toolkit.errors import InfeasibleError
+from toolkit.errors import InfeasibleError, InvalidIRError
 
 FILL_BYTE = 0xFF  # never-written memory reads as FP16 NaN (0xFFFF) and FP32 NaN, so stale reads show up
 
@@ -142,3 +142,13 @@ def rect_runs(start: np.ndarray, dims: np.ndarray, rows_in: np.ndarray, cols_in:
     length = np.where(whole[piece], g[piece] * r[piece] * c[piece], c[piece]) * b
     packed = k * length
     return piece, flat, length, packed
+
+
+def check_runs(sram: Sram, start: np.ndarray, length: np.ndarray, what: str) -> None:
+    """Runs must stay inside the image (the compiled copy loops do not check)."""
+    if len(start) and (start.min() < 0 or (start + length).max() > sram.flat.size):
+        bad = int(np.argmax((start < 0) | (start + length > sram.flat.size)))
+        msg = f"{what}: a byte run at flat offset {int(start[bad])} (+{int(length[bad])}) falls outside the SRAM image"
+        raise InvalidIRError(msg)
+
+

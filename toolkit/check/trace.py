@@ -21,22 +21,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit.check.exchange import exchange_rows, instance_shift, plan_exchange, run_exchange
 from toolkit.check.kernels import one_blas_thread
-from toolkit.check.rects import BITS, UNWRITTEN, byte_args, gather_rects, has_nan, origins, same_bytes, scatter_rects
+from toolkit.check.rects import BITS, UNWRITTEN, by_shape, byte_args, gather, has_nan, rect_origins, same_bytes, scatter
 from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, Reference
 from toolkit.check.run import (
     Group,
     Tables,
     context,
     element_values,
-    exchange_rows,
     formats,
-    instance_shift,
     plan_compute,
-    plan_exchange,
     read_values,
     run_copies,
-    run_exchange,
     run_rule,
     write_values,
 )
@@ -55,44 +52,6 @@ def _slice(g: Group, lo: int, hi: int) -> Group:
     return Group(rule=g.rule, cmds=g.cmds[lo:hi], op_id=g.op_id, inputs=[o[lo:hi] for o in g.inputs],
                  input_off=[o[lo:hi] for o in g.input_off], weights=[o[lo:hi] for o in g.weights],
                  out=g.out[lo:hi], out_off=g.out_off[lo:hi])
-
-
-def by_shape(t: Tables, objs: np.ndarray):
-    """Objects split by rectangle shape: (objects, (g, r, c)) per distinct shape."""
-    if not len(objs):
-        return
-    uniq, inv = np.unique(t.odims[objs], axis=0, return_inverse=True)
-    inv = inv.ravel()
-    for k, dims in enumerate(uniq):
-        yield objs[inv == k], tuple(int(d) for d in dims)
-
-
-def rect_origins(t: Tables, objs: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Flat index in a tensor of ``shape`` of each object's first element; every rectangle must lie inside the
-    tensor (the compiled moves do not check)."""
-    rect = t.orect[objs]
-    lo, hi = rect[:, 0::2], rect[:, 1::2]
-    bad = np.nonzero(((lo < 0) | (lo > hi) | (hi > np.asarray(shape))).any(axis=1))[0]
-    if len(bad):
-        o = int(objs[bad[0]])
-        msg = (f"{len(bad)} objects hold a rectangle outside their tensor {int(t.otensor[o])} of shape "
-               f"{tuple(int(d) for d in shape)}, e.g. object {o}: {t.orect[o].tolist()} (g0 g1 r0 r1 c0 c1) "
-               "in schedule.segments")
-        raise InvalidIRError(msg)
-    return origins(rect, shape)
-
-
-def gather(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int]) -> np.ndarray:
-    """The rectangles ``[n, g * r * c]`` of objects of one shape ``dims`` in ``tensor`` ``[G, R, C]``."""
-    out = np.empty((len(objs), int(np.prod(dims))), dtype=tensor.dtype)
-    gather_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), out.view(np.uint8))
-    return out
-
-
-def scatter(t: Tables, objs: np.ndarray, tensor: np.ndarray, dims: tuple[int, int, int], data: np.ndarray) -> None:
-    """Write ``data`` ``[n, g * r * c]`` into the objects' rectangles of ``tensor`` (the inverse of :func:`gather`)."""
-    data = np.ascontiguousarray(data, dtype=tensor.dtype).reshape(len(objs), -1)
-    scatter_rects(*byte_args(tensor, rect_origins(t, objs, tensor.shape), dims), data.view(np.uint8))
 
 
 def _errors(got: np.ndarray, expected: np.ndarray, tol: float,
