@@ -5,12 +5,13 @@ splits, :func:`enumerate_plans`), screened at once by
 :func:`toolkit.layout.gemm_screen.gemm_estimates` with the calibrated kernel
 model, an exchange estimate and per-tile bytes, plus the elementwise ops that
 run in place on the plan's output. The chain of plans is chosen jointly
-(:mod:`toolkit.layout.chains`: the fastest chain whose resident weights and
-largest transient set fit one tile, under each of a ladder of transient caps);
-every chain offered then becomes a whole-graph candidate that the layout
-screen, the beam refinement with real routes and placement judge like any
-other. The per-op frame (:data:`OP_CANDIDATES_SCHEMA`) keeps every plan with
-its estimates and the chains that chose it."""
+(:mod:`toolkit.layout.chains`: the fastest chain whose resident weights,
+largest transient set and operand panels fit one tile, under each of a ladder
+of weight budgets); every chain offered then becomes a whole-graph candidate
+that the layout screen, the beam refinement with real routes and placement
+judge like any other. The per-op frame (:data:`OP_CANDIDATES_SCHEMA`) keeps
+every plan with its estimates and the chains that chose it.
+"""
 
 from __future__ import annotations
 
@@ -184,6 +185,11 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
         if len(staged["m"]):   # kept where staging brings the plan below the share
             more = _estimates(*args, staged)
             est = pl.concat([est, more.filter(pl.col("transient_bytes") <= STAGED_SHARE * room)])
+    return _op_frame(est, room)
+
+
+def _op_frame(est: pl.DataFrame, room: int) -> pl.DataFrame:
+    """Estimated plans as OP_CANDIDATES_SCHEMA rows: labels, feasibility alone on a tile, no chain yet."""
     return est.with_columns(plan_labels(), *_fits(room), pl.lit([], dtype=pl.List(pl.Int64)).alias("chosen_in")
                             ).select(list(OP_CANDIDATES_SCHEMA)).cast(OP_CANDIDATES_SCHEMA)
 
@@ -280,20 +286,17 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
     """The chains of per-op plans offered to the whole-graph screen (:func:`toolkit.layout.chains.choose_chains`)
     and the per-op frame: every plan of every unpinned linear op, plus the pinned plans' own rows."""
     pinned = dict(pins)
+    room = target.load_limit - target.memory_start - RESERVE_BYTES
     frames = {}
     for op in linear_ops(ops, tensors):
         followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
         args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
         if op["name"] in pinned:   # the pinned plan alone: its bytes share the tile with the searched ops
             g = pinned[op["name"]]
-            one = {"m": [g.m], "n": [g.n], "k": [g.k], "result_rows": [g.result_rows], "result_cols": [g.result_cols],
-                   "gathered": [int(g.weights == "gathered")], "staging": [g.staging]}
-            est = _estimates(*args, followers, {k: np.asarray(v, dtype=np.int64) for k, v in one.items()})
-            room = target.load_limit - target.memory_start - RESERVE_BYTES
-            frames[op["name"]] = est.with_columns(
-                pl.lit(g.order).alias("order"), plan_labels(), *_fits(room),
-                pl.lit([], dtype=pl.List(pl.Int64)).alias("chosen_in")).select(list(OP_CANDIDATES_SCHEMA)).cast(
-                OP_CANDIDATES_SCHEMA)
+            one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
+                   "gathered": int(g.weights == "gathered"), "staging": g.staging}
+            est = _estimates(*args, followers, {k: np.array([v], dtype=np.int64) for k, v in one.items()})
+            frames[op["name"]] = _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
             continue
         frames[op["name"]] = op_candidates(*args, o.row_block, followers)
     if not frames:
