@@ -29,7 +29,8 @@ WORKLOADS_SCHEMA: Schema = {
     "name": STR, "kind": STR, "tokens": BIG, "width": BIG, "hidden": BIG,
     "heads": BIG, "head_dim": BIG, "batch": BIG, "blocks": BIG,
     "fused_qkv": pl.Boolean, "search_qkv": pl.Boolean, "compute_tiles": BIG, "weight_dtype": STR,
-    "early_casts": pl.Boolean, "description": STR,
+    "early_casts": pl.Boolean, "biases": pl.Boolean, "layernorm": pl.Boolean, "residual": pl.Boolean,
+    "projection": pl.Boolean, "host_layout": pl.Boolean, "description": STR,
 }
 OPS_SCHEMA: Schema = {
     "op_id": ID, "name": STR, "kind": STR,
@@ -40,6 +41,7 @@ OPS_SCHEMA: Schema = {
 TENSORS_SCHEMA: Schema = {
     "tensor_id": ID, "name": STR, "shape": pl.List(BIG), "dtype": STR, "role": STR,
     "producer": ID, "block": STR, "per_instance": pl.Boolean, "size_bytes": BIG,
+    "host_layout": pl.Boolean,   # a graph input the host writes straight into its first consumer's operand layout
 }
 REPEATS_SCHEMA: Schema = {
     "block": STR, "instances": BIG, "first_op": ID, "last_op": ID,

@@ -10,6 +10,14 @@ F143 (half the bytes on the exchange, one cast per element instead of one per
 consumer tile); otherwise each FP8 matmul casts the FP16 panel it received.
 Batch folds into rows for the projections; attention groups are
 ``batch x heads`` independent (tokens x tokens) products.
+
+Graph switches (builder parameters, never copied builders): ``biases`` (every
+linear adds a bias, or has no bias tensor), ``layernorm`` (a block normalizes
+its input first, or its first linears read the block input directly),
+``residual`` (the block output is input + result, or the result itself),
+``projection`` (attention's output projection, or the heads' concatenated
+values are the output) and ``host_layout`` (the graph input is written by the
+host straight into its first consumer's operand layout, so nothing gathers it).
 """
 
 from __future__ import annotations
@@ -52,42 +60,54 @@ def add_layernorm(b: GraphBuilder, x: int, prefix: str, rows: int, width: int, o
 
 
 def add_linear(b: GraphBuilder, x: int, prefix: str, rows: int, inner: int, cols: int,
-               weight_dtype: DType) -> int:
+               weight_dtype: DType, bias: bool = True) -> int:
+    """``x @ weight (+ bias)``: inputs are the activation, the weight and (when ``bias``) the FP16 bias."""
     w = b.tensor(f"{prefix}.weight", (inner, cols), weight_dtype, Role.WEIGHT)
-    bias = b.tensor(f"{prefix}.bias", (cols,), DType.F16, Role.WEIGHT)
+    ins = [x, w]
+    if bias:
+        ins.append(b.tensor(f"{prefix}.bias", (cols,), DType.F16, Role.WEIGHT))
     y = b.tensor(f"{prefix}.out", (rows, cols), DType.F16, Role.ACTIVATION)
-    b.op(prefix, OpKind.MATMUL, [x, w, bias], y, rows=rows, cols=cols, inner=inner, rule=Rule.LINEAR)
+    b.op(prefix, OpKind.MATMUL, ins, y, rows=rows, cols=cols, inner=inner, rule=Rule.LINEAR)
     return y
 
 
-def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, batch: int,
-            weight_dtype: DType = DType.F8_143, prefix: str = "mlp", early_casts: bool = True) -> int:
-    rows = tokens * batch
-    fed = _fed(weight_dtype, early_casts)
-    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, fed)
-    a = add_linear(b, h, f"{prefix}.fc1", rows, width, hidden, weight_dtype)
-    g = b.tensor(f"{prefix}.gelu.out", (rows, hidden), fed, Role.ACTIVATION)
-    b.op(f"{prefix}.gelu", OpKind.GELU, [a], g, rows=rows, cols=hidden)
-    y = add_linear(b, g, f"{prefix}.fc2", rows, hidden, width, weight_dtype)
+def _residual(b: GraphBuilder, x: int, y: int, prefix: str, rows: int, width: int, residual: bool) -> int:
+    """The block output: ``x + y`` (the residual add) or ``y`` itself."""
+    if not residual:
+        return y
     out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)
     return out
 
 
+def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, batch: int,
+            weight_dtype: DType = DType.F8_143, prefix: str = "mlp", early_casts: bool = True, biases: bool = True,
+            layernorm: bool = True, residual: bool = True) -> int:
+    rows = tokens * batch
+    fed = _fed(weight_dtype, early_casts)
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, fed) if layernorm else x
+    a = add_linear(b, h, f"{prefix}.fc1", rows, width, hidden, weight_dtype, biases)
+    g = b.tensor(f"{prefix}.gelu.out", (rows, hidden), fed, Role.ACTIVATION)
+    b.op(f"{prefix}.gelu", OpKind.GELU, [a], g, rows=rows, cols=hidden)
+    y = add_linear(b, g, f"{prefix}.fc2", rows, hidden, width, weight_dtype, biases)
+    return _residual(b, x, y, prefix, rows, width, residual)
+
+
 def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: int, batch: int,
                   fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn",
-                  early_casts: bool = True) -> int:
+                  early_casts: bool = True, biases: bool = True, layernorm: bool = True, residual: bool = True,
+                  projection: bool = True) -> int:
     rows = tokens * batch
     head_dim = width // heads
     groups = batch * heads
-    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, _fed(weight_dtype, early_casts))
+    h = add_layernorm(b, x, f"{prefix}.ln", rows, width, _fed(weight_dtype, early_casts)) if layernorm else x
     if fused_qkv:
-        qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype)
+        qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype, biases)
         q = k = v = qkv
     else:
-        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype)
-        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype)
-        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype)
+        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype, biases)
+        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype, biases)
+        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype, biases)
     s = b.tensor(f"{prefix}.scores.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.scores", OpKind.MATMUL, [q] if q == k else [q, k], s, rows=tokens, cols=tokens,
          inner=head_dim, groups=groups, rule=Rule.SCORES)   # inputs: Q then K (one fused QKV tensor: both)
@@ -96,59 +116,66 @@ def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: in
     o = b.tensor(f"{prefix}.values.out", (rows, width), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups,
          rule=Rule.VALUES)
-    y = add_linear(b, o, f"{prefix}.proj", rows, width, width, weight_dtype)
-    out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)
-    return out
+    y = add_linear(b, o, f"{prefix}.proj", rows, width, width, weight_dtype, biases) if projection else o
+    return _residual(b, x, y, prefix, rows, width, residual)
 
 
-def _single(name: str, params: dict, body) -> Graph:
+def _single(name: str, params: dict, body, host_layout: bool = False) -> Graph:
     b = GraphBuilder(name)
-    x = b.tensor("x", (params["tokens"] * params["batch"], params["width"]), DType.F16, Role.INPUT)
+    x = b.tensor("x", (params["tokens"] * params["batch"], params["width"]), DType.F16, Role.INPUT,
+                 host_layout=host_layout)
     out = body(b, x)
     b.mark_output(out)
-    return b.build(params)
+    return b.build({**params, "host_layout": host_layout})
 
 
 def mlp_block(*, tokens: int, width: int, hidden: int, batch: int = 1,
-              weight_dtype: DType = DType.F8_143, early_casts: bool = False) -> Graph:
-    """LayerNorm, FC1, GELU, FC2, residual add."""
+              weight_dtype: DType = DType.F8_143, early_casts: bool = False, biases: bool = True,
+              layernorm: bool = True, residual: bool = True, host_layout: bool = False) -> Graph:
+    """LayerNorm, FC1, GELU, FC2, residual add (LayerNorm, biases and residual each switchable)."""
     _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
-    params = {"kind": "mlp", "tokens": tokens, "width": width, "hidden": hidden, "batch": batch}
-    return _single("mlp", params, lambda b, x: add_mlp(b, x, tokens=tokens, width=width, hidden=hidden,
-                                                      batch=batch, weight_dtype=weight_dtype,
-                                                      early_casts=early_casts))
+    params = {"kind": "mlp", "tokens": tokens, "width": width, "hidden": hidden, "batch": batch, "biases": biases,
+              "layernorm": layernorm, "residual": residual}
+    return _single("mlp", params, lambda b, x: add_mlp(
+        b, x, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype,
+        early_casts=early_casts, biases=biases, layernorm=layernorm, residual=residual), host_layout)
 
 
 def attention_block(*, tokens: int, width: int, heads: int, batch: int = 1, fused_qkv: bool = False,
                     head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
-                    early_casts: bool = False) -> Graph:
-    """LayerNorm, Q/K/V (separate or fused), per-head scores, softmax, weighted sum, projection, residual."""
+                    early_casts: bool = False, biases: bool = True, layernorm: bool = True, residual: bool = True,
+                    projection: bool = True, host_layout: bool = False) -> Graph:
+    """LayerNorm, Q/K/V (separate or fused), per-head scores, softmax, weighted sum, projection, residual
+    (LayerNorm, biases, output projection and residual each switchable)."""
     _positive(tokens=tokens, width=width, batch=batch)
     hd = _heads(width, heads, head_dim)
     params = {"kind": "attention", "tokens": tokens, "width": width, "heads": heads, "head_dim": hd,
-              "batch": batch, "fused_qkv": fused_qkv}
+              "batch": batch, "fused_qkv": fused_qkv, "biases": biases, "layernorm": layernorm,
+              "residual": residual, "projection": projection}
     return _single("attention", params, lambda b, x: add_attention(
         b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-        weight_dtype=weight_dtype, early_casts=early_casts))
+        weight_dtype=weight_dtype, early_casts=early_casts, biases=biases, layernorm=layernorm, residual=residual,
+        projection=projection), host_layout)
 
 
 def encoder_layer(*, tokens: int, width: int, hidden: int, heads: int, batch: int = 1, fused_qkv: bool = False,
                   head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
-                  early_casts: bool = False) -> Graph:
-    """One transformer encoder layer: attention block then MLP block."""
+                  early_casts: bool = False, biases: bool = True, layernorm: bool = True, residual: bool = True,
+                  projection: bool = True, host_layout: bool = False) -> Graph:
+    """One transformer encoder layer: attention block then MLP block (the switches apply to both blocks)."""
     _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
     hd = _heads(width, heads, head_dim)
     params = {"kind": "encoder", "tokens": tokens, "width": width, "hidden": hidden, "heads": heads,
-              "head_dim": hd, "batch": batch, "fused_qkv": fused_qkv}
+              "head_dim": hd, "batch": batch, "fused_qkv": fused_qkv, "biases": biases, "layernorm": layernorm,
+              "residual": residual, "projection": projection}
+    common = {"tokens": tokens, "width": width, "batch": batch, "weight_dtype": weight_dtype,
+              "early_casts": early_casts, "biases": biases, "layernorm": layernorm, "residual": residual}
 
     def body(b: GraphBuilder, x: int) -> int:
-        a = add_attention(b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-                          weight_dtype=weight_dtype, early_casts=early_casts)
-        return add_mlp(b, a, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype,
-                       early_casts=early_casts)
+        a = add_attention(b, x, heads=heads, fused_qkv=fused_qkv, projection=projection, **common)
+        return add_mlp(b, a, hidden=hidden, **common)
 
-    return _single("encoder", params, body)
+    return _single("encoder", params, body, host_layout)
 
 
 def repeat(block: Graph, n: int, *, name: str = "layer") -> Graph:

@@ -107,7 +107,10 @@ class GraphBuilder:
         self._repeats: dict[str, list[Any]] = {k: [] for k in REPEATS_SCHEMA}
         self.block = "main"
 
-    def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, role: Role, *, per_instance: bool = False) -> int:
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, role: Role, *, per_instance: bool = False,
+               host_layout: bool = False) -> int:
+        """Append one tensor. ``host_layout``: a graph input the host writes straight into the operand layout of its
+        first consumer (no exchange gathers it there); other inputs start on the residual stream's layout."""
         tid = len(self._tensors["tensor_id"])
         for dim_index, dim in enumerate(shape):
             if int(dim) <= 0:
@@ -116,8 +119,12 @@ class GraphBuilder:
         row = {
             "tensor_id": tid, "name": name, "shape": list(shape), "dtype": str(dtype), "role": str(role),
             "producer": None, "block": self.block, "per_instance": per_instance,
-            "size_bytes": math.prod(shape) * dtype.bytes,
+            "size_bytes": math.prod(shape) * dtype.bytes, "host_layout": host_layout,
         }
+        if host_layout and role != Role.INPUT:
+            msg = (f"tensor {name!r} has host_layout=True but role {str(role)!r}; only a graph input is placed by "
+                   f"the host")
+            raise ModelError(msg, field="host_layout", value=name)
         for k, v in row.items():
             self._tensors[k].append(v)
         return tid

@@ -1,4 +1,38 @@
-"""Workload presets (DESIGN section 6) and ``build_graph``."""
+"""Workload presets (DESIGN section 6) and ``build_graph``.
+
+A preset is a row of builder parameters with its source named. Besides the
+shapes of DESIGN section 6, two presets are the graphs ``ipu-stack``'s
+hardware benchmarks ran (``crates/ipu-tests/src/main.rs``, its
+``--workload`` values), built by the same builders with graph switches:
+
+- ``siglip-mlp-benchmark``: Dense-GeLU-Dense of the so400m MLP (729 tokens,
+  1152 -> 4304 -> 1152) with no biases, no LayerNorm and no residual; its
+  input ``left`` is an automatic host input, written by the host in fc1's
+  operand layout; F16 GEMMs unless ``--fp8-scale`` (then F143 weights);
+  ``--mlp-batch`` (default 4 there, 1 here: the plan sweeps of
+  docs/MLP_LAYOUT_SWEEP.md run batch 1) and ``--mlp-blocks`` (one structured
+  repeat) map to ``batch`` and ``blocks``. The seeds' five workloads
+  (seeds/joint-sram-placement.md: ``mlp-single-b1``, ``mlp-single-b4``,
+  ``mlp-b2-n3``, ``mlp-small-repeat`` with 129 tokens, width 128, hidden 256
+  on 64 tiles) are this benchmark at F143 scale -4; their directory names are
+  our ``mlp-*`` presets, which keep the LayerNorm, biases and residual of a
+  real encoder MLP.
+- ``siglip-attention-benchmark``: projected attention, 16 heads of 72 over
+  729 tokens (main.rs): Q, K and V projections of the host-placed input
+  (``--fuse-qkv``: one QKV GEMM) with no biases and no LayerNorm, per-head
+  scores, softmax and values; the output is the heads' concatenated values
+  (no output projection, no residual: main.rs's graph ends at the attention
+  product, and its check covers 839,808 = 729 x 1152 outputs,
+  docs/ATTENTION_PRODUCT_LAYOUTS.md). The benchmark keeps its GEMMs F16
+  (main.rs) unless ``--fp8-scale`` (docs/ATTENTION_AND_STATISTICS_2026_09_11.md
+  and docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md run projections at F143
+  scale -4, FP16 attention products); ``--attention-batch`` maps to
+  ``batch``. Our ``attention-b1`` / ``attention-fused-b1`` presets are the
+  seeds' directory names for this benchmark at F143 scale -4 (separate /
+  fused QKV) but keep the LayerNorm, biases, projection and residual.
+- ``siglip-vit`` (``--workload siglip-vit-benchmark``) is built in
+  ``toolkit.graph.vit``.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +50,14 @@ from toolkit.options import WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
 KINDS = ("mlp", "attention", "encoder")
+#: the graph switches of each workload kind (Workload fields whose non-default value changes the built graph);
+#: a switch set on a kind that has no such op is refused by name
+SWITCHES: dict[str, tuple[str, ...]] = {
+    "mlp": ("biases", "layernorm", "residual", "host_layout"),
+    "attention": ("biases", "layernorm", "residual", "projection", "host_layout"),
+    "encoder": ("biases", "layernorm", "residual", "projection", "host_layout"),
+}
+_SWITCH_DEFAULTS = {"biases": True, "layernorm": True, "residual": True, "projection": True, "host_layout": False}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +78,11 @@ class Workload:
     compute_tiles: int | None = None
     weight_dtype: str = "f8_143"     # matmul weights: f8_143 / f8_152 (the FP8 AMP) or f16
     early_casts: bool = True         # FP8 matmul inputs cast at their producers (LayerNorm, GELU), not per consumer
+    biases: bool = True              # every linear adds a bias (False: no bias tensors)
+    layernorm: bool = True           # each block normalizes its input first (False: its linears read it directly)
+    residual: bool = True            # each block adds its input to its result (False: the result is the output)
+    projection: bool = True          # attention's output projection (False: the concatenated heads are the output)
+    host_layout: bool = False        # the host writes the input in its first consumer's operand layout (no gather)
     description: str = ""
 
 
@@ -58,6 +105,16 @@ PRESETS: dict[str, Workload] = {w.name: w for w in (
     Workload(name="mlp-b2-n3", kind="mlp", **_SO400M, batch=2, blocks=3, description="so400m MLP, batch 2, 3 blocks"),
     Workload(name="encoder-b8", kind="encoder", **_SO400M, batch=8,
              description="one so400m encoder layer, batch 8 (the audit's scale case)"),
+    Workload(name="siglip-mlp-benchmark", kind="mlp", **_SO400M, weight_dtype="f16", biases=False,
+             layernorm=False, residual=False, host_layout=True,
+             description="ipu-stack's siglip-mlp-benchmark: so400m Dense-GeLU-Dense, no biases, LayerNorm or "
+                         "residual, input placed by the host in fc1's operand layout, F16 GEMMs"),
+    Workload(name="siglip-attention-benchmark", kind="attention", **_SO400M, search_qkv=False, weight_dtype="f16",
+             biases=False,
+             layernorm=False, residual=False, projection=False, host_layout=True,
+             description="ipu-stack's siglip-attention-benchmark: so400m Q/K/V projections (no biases or "
+                         "LayerNorm) and attention, no output projection or residual, input placed by the host, "
+                         "F16 GEMMs"),
 )}
 
 
@@ -103,18 +160,20 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         msg = f"weight_dtype={w.weight_dtype!r} is not a matmul weight format; use one of {WEIGHT_DTYPES}"
         raise ModelError(msg, field="weight_dtype", value=w.weight_dtype)
     wd = DType(w.weight_dtype)
+    switches = _switches(w)
     if w.kind == "mlp":
         if w.hidden is None:
             raise ModelError(f"workload {w.name!r} (mlp) needs hidden", field="hidden", value=None)
         g = mlp_block(tokens=w.tokens, width=w.width, hidden=w.hidden, batch=w.batch, weight_dtype=wd,
-                      early_casts=w.early_casts)
+                      early_casts=w.early_casts, **switches)
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
-                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts)
+                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts,
+                            **switches)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
                           batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
-                          early_casts=w.early_casts)
+                          early_casts=w.early_casts, **switches)
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)
@@ -122,6 +181,21 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         g = repeat(g, w.blocks, name="layer" if w.kind == "encoder" else "block")
     params = {**dataclasses.asdict(w), **g.params}
     return Graph(name=w.name, ops=g.ops, tensors=g.tensors, repeats=g.repeats, params=params)
+
+
+def _switches(w: Workload) -> dict[str, bool]:
+    """The graph switches of ``w``'s kind, each a boolean; a switch set on a kind without that op is refused."""
+    own = SWITCHES.get(w.kind, ())
+    for name, default in _SWITCH_DEFAULTS.items():
+        value = getattr(w, name)
+        if not isinstance(value, bool):
+            msg = f"{name}={value!r} must be true or false (workload {w.name!r})"
+            raise ModelError(msg, field=name, value=value)
+        if value != default and name not in own:
+            msg = (f"{name}={value!r} makes no sense for workload {w.name!r} of kind {w.kind!r}: it has no such op "
+                   f"(its switches: {', '.join(own) or 'none'})")
+            raise ModelError(msg, field=name, value=value)
+    return {name: getattr(w, name) for name in own}
 
 
 def _need(w: Workload, field_name: str) -> int:

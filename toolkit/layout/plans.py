@@ -86,6 +86,8 @@ class OpPlan:
     out_cast: bool = False           # an elementwise op storing F143 for FP8 matmuls (an early cast)
     coefficient: int | None = None   # need key of an attention product's AMP coefficient operand held in the
                                      # layout's weight class (grid plans: K for scores, V for values)
+    inputs: dict[int, Layout] = field(default_factory=dict)  # graph inputs this op reads first -> the layout they
+                                     # start in: the residual stream's, or (host_layout) this op's need of them
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -130,7 +132,7 @@ def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) ->
                       n_p=math.ceil(cols / col_block), n_s=math.ceil(inner / inner_block))
 
 
-def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, rows_bounds: np.ndarray,
+def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutParams, rows_bounds: np.ndarray,
                 tiles: int, precision: str = "f16", gemm: GemmPlan | None = None) -> OpPlan:
     """The plan of one linear op: the layout's global grid, or its own ``gemm`` plan (balanced shards, one wave)."""
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
@@ -166,7 +168,9 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
     w_slot = (s_ * n_p + p_) * shard + r_ % shard
     b_slot = np.where(s_ == 0, p_ * shard + r_ % shard, -1)
     out_lay = Layout((1, rows, cols), (g1, rows_bounds, col_b), ct[:, :, :1][None], ci[:, :, :1][None])
-    needs, weights, slots = {a: a_need}, {w: w_lay, bias: b_lay}, {w: w_slot, bias: b_slot}
+    needs, weights, slots = {a: a_need}, {w: w_lay}, {w: w_slot}
+    if bias is not None:   # a linear without a bias has no bias tensor
+        weights[bias], slots[bias] = b_lay, b_slot
     if gemm is not None and gemm.weights == "gathered":   # stored once over the row partitions, gathered per use
         needs[w] = w_lay.with_cells(ci.transpose(2, 1, 0)[None])
         weights[w] = gathered_store(w_lay, inner_b, spatial)
@@ -295,16 +299,16 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             qkv_src.update(q=acts[0], k=acts[-1])
         elif op["rule"] == "values":  # inputs: P then V
             qkv_src["v"] = acts[-1]
+        fresh = [t for t in dict.fromkeys(acts) if t not in layout_of]   # graph inputs this op reads first
+        for t in fresh:   # start on the stream layout (host-placed inputs move to this op's need below)
+            layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
         cached = cache.get((op["op_id"], key))
         if cached is not None:
+            plans.append(_with_inputs(cached, fresh, tensors, layout_of))
             layout_of[out] = cached.output
-            plans.append(cached)
             continue
-        for t in acts:
-            if t not in layout_of:  # graph input: lives on the stream layout
-                layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
         if kind == "matmul" and wts:
-            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_bounds, tiles,
+            plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, out, p, rows_bounds, tiles,
                                PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]))
         elif kind == "matmul":
             heads, hd = int(params["heads"]), int(params["head_dim"])
@@ -375,5 +379,19 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                          "out_cast": fp8_out and not plan.kernel.startswith("amp")})
         cache[(op["op_id"], key)] = plan
         layout_of[out] = plan.output
-        plans.append(plan)
+        plans.append(_with_inputs(plan, fresh, tensors, layout_of))
     return plans
+
+
+def _with_inputs(plan: OpPlan, fresh: list[int], tensors: dict, layout_of: dict[int, Layout]) -> OpPlan:
+    """``plan`` with the layouts of the graph inputs it reads first: a ``host_layout`` input is written by the host
+    straight into this op's need of it (every replica: read in place, nothing gathers it); any other starts on the
+    residual stream's layout (``layout_of``), from which the op's need is routed like any operand."""
+    if not fresh:
+        return plan
+    inputs = {}
+    for t in fresh:
+        if tensors[t].get("host_layout") and t in plan.needs:
+            layout_of[t] = plan.needs[t]
+        inputs[t] = layout_of[t]
+    return OpPlan(**{**_fields(plan), "inputs": inputs})

@@ -36,6 +36,7 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     """
     plans = plan_graph(ops, tensors, params, p, tiles)
     layout_of: dict[int, Layout] = {}
+    inputs: set[int] = set()
     total = 0
     rows = np.zeros(tiles, dtype=np.int64)
     for op, plan in zip(ops, plans, strict=True):
@@ -51,10 +52,13 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         copy_bytes = np.zeros((n_w, tiles), dtype=np.int64)
         for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
             layout_of[t] = plan.weights[t]
+        for t, lay in plan.inputs.items():   # graph inputs: where they start (the stream, or the host's layout)
+            layout_of.setdefault(t, lay)
+            inputs.add(t)
         for t, need in plan.needs.items():
             tensor = t if t >= 0 else -t - 1
             src = layout_of.setdefault(tensor, need)
-            if need.same_as(src) and need.replicas == 1:
+            if need.same_as(src) and (need.replicas == 1 or tensor in inputs):   # inputs: one object per slot
                 continue
             _count(src, need, waves, DTYPE_BYTES[tensors[tensor]["dtype"]], tiles, send, recv, frags, sends, copies,
                    copy_bytes)

@@ -60,19 +60,20 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
     prog = Program(target, params, tensors, {}, repeats)
     layout_of: dict[int, Layout] = {}
     objs_of: dict[int, np.ndarray] = {}
+    inputs: set[int] = set()
     for op, plan in zip(ops, plans, strict=True):
         n_cells = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
         w_objs = _weights(prog, op, plan)
         for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
             layout_of[t], objs_of[t] = plan.weights[t], w_objs[t]
-        for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0
-            tensor = t if t >= 0 else -t - 1
-            if tensor not in layout_of:
-                layout_of[tensor] = need
-                slots = np.nonzero(need.tiles.ravel() >= 0)[0]
-                objs_of[tensor] = prog.new_objects(need, slots, tensor, "activation", 0)
-        routes = _routes(plan, layout_of, waves)
+        for tensor, lay in plan.inputs.items():   # graph inputs appear on their planned layout at event 0 (the
+            if tensor not in layout_of:           # stream's, or a host_layout input's consumer need)
+                layout_of[tensor] = lay
+                slots = np.nonzero(lay.tiles.ravel() >= 0)[0]
+                objs_of[tensor] = prog.new_objects(lay, slots, tensor, "activation", 0)
+        inputs.update(plan.inputs)
+        routes = _routes(plan, layout_of, waves, inputs)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
         for wave in np.unique(waves):
@@ -100,13 +101,15 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
     return out
 
 
-def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray) -> dict:
-    """One route per operand need that is not read in place, with the wave of every piece."""
+def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray, inputs: set[int]) -> dict:
+    """One route per operand need that is not read in place, with the wave of every piece (``inputs``: the graph
+    inputs, stored one object per slot of their layout)."""
     routes = {}
     for t, need in plan.needs.items():
         tensor = t if t >= 0 else -t - 1
-        if need.same_as(layout_of[tensor]) and need.replicas == 1:
-            continue
+        src = layout_of[tensor]
+        if need.same_as(src) and (need.replicas == 1 or tensor in inputs):   # read in place (a graph input holds
+            continue                                                          # one object per slot, replicas too)
         pieces = route(layout_of[tensor], need)
         wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
         valid = need.cells.ravel() >= 0
