@@ -135,7 +135,9 @@ def schedule(graph: Graph, params: LayoutParams, target: Target, *, tiles: int |
     tensors = {r["tensor_id"]: r for r in graph.tensors.iter_rows(named=True)}
     repeats = dict(zip(graph.repeats["block"].to_list(), graph.repeats["instances"].to_list(), strict=True))
     plans = plan_graph(ops, tensors, graph.params, params, n_tiles)
-    prog = build_program(ops, plans, tensors, repeats, target, params)
+    carried = {int(r["last_op"]): (int(r["carried_in"]), int(r["carried_out"]))
+               for r in graph.repeats.iter_rows(named=True)}
+    prog = build_program(ops, plans, tensors, repeats, target, params, carried)
     return _frames(prog, graph, target)
 
 

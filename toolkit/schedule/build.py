@@ -55,8 +55,13 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
 
 
 def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict], repeats: dict[str, int],
-                  target: Target, params: LayoutParams) -> Program:
-    """Emit phases, commands, operands, transfers, objects and uses for every op and wave."""
+                  target: Target, params: LayoutParams, carried: dict[int, tuple[int, int]] | None = None) -> Program:
+    """Emit phases, commands, operands, transfers, objects and uses for every op and wave.
+
+    ``carried``: per repeated block, its last op id -> (carried input, carried output) tensors. Where the block's
+    output is not already stored in its input's objects (a residual add writes in place; a block without one
+    does not), the block ends by moving the output into the input's objects, so the next instance reads it there.
+    """
     prog = Program(target, params, tensors, {}, repeats)
     layout_of: dict[int, Layout] = {}
     objs_of: dict[int, np.ndarray] = {}
@@ -82,11 +87,29 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
             out_objs[out_slot[out_cells]] = new_out
         layout_of[op["output"]] = plan.output
         objs_of[op["output"]] = out_objs
+        if carried and op["op_id"] in carried:
+            _carry(prog, op, plan, *carried[op["op_id"]], layout_of, objs_of)
     prog.final_phase = prog.phases.count - 1
     for t, objs in objs_of.items():
         if tensors[t]["role"] == "output":
             prog.use(objs[objs >= 0], prog.final_phase)
     return prog
+
+
+def _carry(prog: Program, op: dict, plan: OpPlan, t_in: int, t_out: int, layout_of: dict, objs_of: dict) -> None:
+    """End a repeated block by moving its output into its input's objects (sync, exchange, local copies)."""
+    src, dst = layout_of[t_out], layout_of[t_in]
+    if src.same_as(dst) and np.array_equal(objs_of[t_out], objs_of[t_in]):
+        return   # written in place (the residual add)
+    pieces = route(src, dst)
+    xphase = -1
+    if np.any(pieces["src_tile"] != pieces["dst_tile"]):
+        prog.phase("sync", plan, 0, op["block"])
+        xphase = prog.phase("exchange", plan, 0, op["block"])
+    cphase = prog.phase("compute", plan, 0, op["block"])   # local pieces copy here
+    slots = np.arange(dst.tiles.size)
+    prog.move(src, objs_of[t_out], dst, slots, objs_of[t_in], t_out, xphase, cphase, pieces=pieces)
+    prog.use(objs_of[t_in][objs_of[t_in] >= 0], cphase)
 
 
 def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
