@@ -3,23 +3,27 @@
 1. Every measured kernel row of ``tests/data/hardware_kernels.csv`` (HARDWARE.md
    sections 1-3, plus ``ipu-stack``'s hardware tests and docs that HARDWARE.md
    does not list): ``toolkit.costs.kernel_cycles`` against the hardware cycles.
-2. The default compile of each workload of the seeds' hardware table and of
-   ``siglip-so400m`` (27 layers): simulated cropped cycles under the old cost
-   model (kept as data, ``benchmarks/data/old_model.json``) and the current
-   one, beside the hardware's renderer-cropped cycles
-   (``toolkit/data/hardware_programs.csv``), with the ratio; then where the
-   cycles go, per op and phase kind (the stages' estimates, which the
-   simulation reproduces; repeat instances multiplied in).
+2. Every whole-program hardware figure of ``toolkit/data/hardware_programs.csv``
+   whose program we can express: the hardware's own graph (its preset, batch,
+   blocks and graph fields) compiled with the options that express its
+   program (weight format, pinned GEMM plans), simulated cropped cycles beside
+   the hardware's renderer-cropped cycles, never a corrected figure; then
+   where each program's cycles go, per op (compute, exchange, sync; repeat
+   instances multiplied in; a repeat's carry of its output into its input
+   counts to the block's last op). Rows sharing one program compile once.
+   Figures we cannot express yet are listed with what is missing; a preset
+   not built here yet is reported as not available.
 
-Each workload compiles in a fresh subprocess (its peak RSS is its own).
+Each program compiles in a fresh subprocess (its peak RSS is its own).
 
-Run: python -m benchmarks.bench_fidelity [--skip-so400m]
+Run: python -m benchmarks.bench_fidelity [--skip-27]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,35 +32,32 @@ import polars as pl
 
 from benchmarks._results import write_section
 from toolkit.costs import kernel_cycles
-from toolkit.report import hardware_programs
+from toolkit.graph import PRESETS
+from toolkit.report import hardware_program, hardware_programs
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "tests" / "data" / "hardware_kernels.csv"
-OLD = Path(__file__).with_name("data") / "old_model.json"
-CONTEXT = Path(__file__).with_name("data") / "hardware_context.csv"
 
 CHILD = r"""
 import json, resource, sys, time
 import polars as pl
 import toolkit
 from toolkit.profile import crop
-name, opts = sys.argv[1], json.loads(sys.argv[2])
+name, overrides, opts = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 t = time.perf_counter()
-c = toolkit.compile(name, options=opts)
+c = toolkit.compile(toolkit.build_graph(name, **overrides), options=opts)
 wall = time.perf_counter() - t
 per_op = (toolkit.report.op_cycles(c).pivot("kind", index="op", values="cycles").fill_null(0))
 order = c.graph.ops["name"].to_list()
 rows = {r["op"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "sync")}
         for r in per_op.iter_rows(named=True)}
-chosen = c.layout.chosen
 print(json.dumps({
     "cropped": int(crop(c.profile).cropped_cycles), "est": int(c.est_cycles()), "placed": bool(c.placement.fits),
     "compute": int(c.est_cycles("compute")), "exchange": int(c.est_cycles("exchange")),
     "sync": int(c.est_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
-    "layout": {**{k: getattr(chosen, k) for k in ("row_block", "stream_block", "weight_class", "fused_qkv")},
-               **({"plans": c.summary()["plans"].item()} if chosen.plans else
-                  {k: getattr(chosen, k) for k in ("row_shard", "inner_split")})},
-    "wall": wall, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    "ops": {k: int(v) for k, v in zip(*c.graph.ops["kind"].value_counts(sort=True))},
+    "plans": c.summary()["plans"].item(), "wall": wall,
+    "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -83,71 +84,82 @@ def kernel_section() -> str:
     return "\n".join(lines)
 
 
-def compile_child(name: str, opts: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(opts)], capture_output=True, text=True,
-                         check=False, cwd=ROOT)
+def compile_child(name: str, overrides: dict, opts: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(overrides), json.dumps(opts)],
+                         capture_output=True, text=True, check=False, cwd=ROOT)
     if out.returncode:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def context_section(results: dict) -> list[str]:
-    """Other hardware figures for these workloads (or close ones), each with how it differs, beside our cycles."""
-    ctx = pl.read_csv(CONTEXT)
-    lines = ["### Other hardware figures for these workloads", "",
-             "Measurements of the same workload by a later hardware build, or of a close one, from `ipu-stack`'s "
-             "documents (`benchmarks/data/hardware_context.csv`); how each differs from our program is stated.", "",
-             "| workload | options | hardware | simulated | simulated / hardware | how it differs | source |",
-             "|---|---|---:|---:|---:|---|---|"]
-    for r in ctx.iter_rows(named=True):
-        opts = json.loads(r["options"])
-        got = results.get(r["workload"]) if not opts else compile_child(r["workload"], opts)
-        if got is None or "error" in got:
-            continue
-        lines.append(f"| {r['workload']} | `{r['options']}` | {r['hardware_cycles']:,} | {got['cropped']:,} "
-                     f"| **{got['cropped'] / r['hardware_cycles']:.2f}** | {r['differs']} | {r['source']} |")
-    return [*lines, ""]
+def _key(row: dict) -> str:
+    name, overrides, opts = hardware_program(row)
+    return json.dumps([name, overrides, opts], sort_keys=True)
 
 
-def program_section(skip_so400m: bool) -> str:
+def program_section(skip_27: bool) -> str:
     hw = hardware_programs()
-    old = json.loads(OLD.read_text())
-    cases = [(r["workload"], r["hardware_cycles"], r["note"]) for r in hw.iter_rows(named=True)
-             if not (skip_so400m and r["workload"] == "siglip-so400m")]
-    results = {}
-    for name, _, _ in cases:
-        results[name] = compile_child(name, {})
-        print(name, {k: v for k, v in results[name].items() if k != "per_op"}, flush=True)
-    f16 = compile_child("mlp-single-b1", {"weight_dtype": "f16"})
-    lines = ["### Whole programs: default compile, simulated cropped cycles beside hardware", "",
-             f"Old model: {old['about']}", "",
-             "| workload | hardware | old model | old / hw | new model | new / hw | new compute | new exchange "
-             "| new sync | placed | chosen layout | compile s | peak RSS MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|"]
-    for name, cyc, _note in cases:
-        r, o = results[name], old["workloads"].get(name, {})
-        if "error" in r:
-            lines.append(f"| {name} | {cyc:,} | {o.get('cropped', 0):,} | | compile failed: {r['error']} |" + " |" * 8)
+    expressible = hw.filter(pl.col("expressible"))
+    results: dict[str, dict] = {}
+    for r in expressible.iter_rows(named=True):
+        key = _key(r)
+        if key in results:
             continue
-        lay = ", ".join(f"{k}={v}" for k, v in r["layout"].items())
-        lines.append(f"| {name} | {cyc:,} | {o['cropped']:,} | {o['cropped'] / cyc:.2f} | {r['cropped']:,} "
-                     f"| **{r['cropped'] / cyc:.2f}** | {r['compute']:,} | {r['exchange']:,} | {r['sync']:,} "
-                     f"| {r['placed']} | {lay} | {r['wall']:.1f} | {r['rss_mib']:,.0f} |")
-    lines += ["", "Hardware figures: " + "; ".join(f"{n}: {note}" for n, _, note in cases) + ".", ""]
-    if "error" not in f16:
-        lines += [f"F16 weights (`weight_dtype=\"f16\"`, the FP16 AMP at half the FP8 rate): mlp-single-b1 simulates "
-                  f"at {f16['cropped']:,} cycles (compute {f16['compute']:,}, exchange {f16['exchange']:,}); no "
-                  f"hardware figure for this exact program.", ""]
-    lines += context_section(results)
-    lines += ["### Where the cycles go (new model, per op; repeat instances multiplied in)", ""]
-    for name, cyc, _ in cases:
-        r = results[name]
-        if "error" in r:
+        name, overrides, opts = hardware_program(r)
+        if name not in PRESETS:
+            results[key] = {"error": f"preset {name!r} not available"}
+        elif skip_27 and r["blocks"] >= 27:
+            results[key] = {"error": "skipped (--skip-27)"}
+        else:
+            results[key] = compile_child(name, overrides, opts)
+        print(r["workload"], {k: v for k, v in results[key].items() if k != "per_op"}, flush=True)
+    lines = ["### Whole programs: the hardware's graph, simulated cropped cycles beside hardware", "",
+             "Each row is a figure of `toolkit/data/hardware_programs.csv`: the preset, batch, blocks and graph "
+             "fields are the graph that ran; the options express its program (`{}`: our own layout search where "
+             "the hardware's plan is its own search or not stated).", "",
+             "| figure | preset | batch | blocks | graph | options | hardware | simulated | simulated / hardware "
+             "| compute | exchange | sync | placed | our plans | compile s | source |",
+             "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+    ratios: dict[str, list[float]] = {}
+    for r in expressible.iter_rows(named=True):
+        got = results[_key(r)]
+        lead = (f"| {r['workload']} | {r['preset']} | {r['batch']} | {r['blocks']} | `{r['graph']}` "
+                f"| `{r['options']}` | {r['hardware_cycles']:,} ")
+        if "error" in got:
+            lines.append(lead + f"| {got['error']} |" + " |" * 8 + f" {r['source']} |")
             continue
-        lines += [f"**{name}** (hardware {cyc:,}; simulated {r['cropped']:,}, including the initial 600-cycle sync)",
-                  "", "| op | compute | exchange | sync | total | share |", "|---|---:|---:|---:|---:|---:|"]
-        total = sum(sum(v.values()) for _, v in r["per_op"])
-        for op, v in r["per_op"]:
+        ratio = got["cropped"] / r["hardware_cycles"]
+        ratios.setdefault(r["preset"], []).append(ratio)
+        lines.append(lead + f"| {got['cropped']:,} | **{ratio:.3f}** | {got['compute']:,} | {got['exchange']:,} "
+                     f"| {got['sync']:,} | {got['placed']} | {got['plans'] or 'grid'} | {got['wall']:.1f} "
+                     f"| {r['source']} |")
+    lines += ["", "| preset | figures compiled | median simulated / hardware | min | max |",
+              "|---|---:|---:|---:|---:|"]
+    for preset, rs in ratios.items():
+        lines.append(f"| {preset} | {len(rs)} | {statistics.median(rs):.3f} | {min(rs):.3f} | {max(rs):.3f} |")
+    lines += ["", "Notes per figure (what the hardware ran, how our program differs):", ""]
+    lines += [f"- **{r['workload']}**: {r['note']}" for r in expressible.iter_rows(named=True)]
+    lines += ["", "### Figures we cannot express yet", "",
+              "| figure | preset | hardware | missing | note | source |", "|---|---|---:|---|---|---|"]
+    for r in hw.filter(~pl.col("expressible")).iter_rows(named=True):
+        lines.append(f"| {r['workload']} | {r['preset']} | {r['hardware_cycles']:,} | {r['missing']} | {r['note']} "
+                     f"| {r['source']} |")
+    lines += ["", "### Where the cycles go (simulated program, per op; repeat instances multiplied in)", ""]
+    seen = set()
+    for r in expressible.iter_rows(named=True):
+        key = _key(r)
+        got = results[key]
+        if key in seen or "error" in got:
+            continue
+        seen.add(key)
+        figures = [x["workload"] for x in expressible.iter_rows(named=True) if _key(x) == key]
+        ops = ", ".join(f"{n} {k}" for k, n in sorted(got["ops"].items()))
+        lines += [f"**{r['preset']}** batch {r['batch']}, blocks {r['blocks']}, graph `{r['graph']}`, options "
+                  f"`{r['options']}` ({ops}; figures: {', '.join(figures)}): simulated {got['cropped']:,} "
+                  "(including the initial 600-cycle sync)", "",
+                  "| op | compute | exchange | sync | total | share |", "|---|---:|---:|---:|---:|---:|"]
+        total = sum(sum(v.values()) for _, v in got["per_op"])
+        for op, v in got["per_op"]:
             t = sum(v.values())
             lines.append(f"| {op} | {v['compute']:,} | {v['exchange']:,} | {v['sync']:,} | {t:,} "
                          f"| {100 * t / max(total, 1):.1f} % |")
@@ -157,9 +169,9 @@ def program_section(skip_so400m: bool) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--skip-so400m", action="store_true", help="leave out the 27-layer siglip-so400m compile")
+    ap.add_argument("--skip-27", action="store_true", help="leave out the 27-layer programs")
     args = ap.parse_args()
-    body = kernel_section() + "\n\n" + program_section(args.skip_so400m)
+    body = kernel_section() + "\n\n" + program_section(args.skip_27)
     write_section("fidelity", body)
 
 

@@ -104,3 +104,58 @@ def test_workloads_frame_lists_every_preset():
         "attention-fused-b1", "mlp-b2-n3", "encoder-b8",
     }
     assert w.filter(pl.col("name") == "mlp-small-repeat")["compute_tiles"].item() == 64
+
+
+def _names(g) -> list[str]:
+    return g.ops["name"].to_list()
+
+
+def test_mlp_benchmark_is_dense_gelu_dense_without_biases_layernorm_or_residual():
+    g = toolkit.build_graph("siglip-mlp-benchmark")
+    assert g.ops["kind"].value_counts().sort("kind").rows() == [("gelu", 1), ("matmul", 2)]
+    assert not any(n.endswith(".bias") for n in g.tensors["name"])
+    x = g.tensors.filter(pl.col("role") == "input")
+    assert x["host_layout"].to_list() == [True] and x["tensor_id"].item() in g.ops["inputs"][0]
+    assert g.tensors.filter(pl.col("role") == "output")["name"].item() == "mlp.fc2.out"
+    assert toolkit.build_graph("siglip-mlp-benchmark", batch=4).ops["rows"][0] == 4 * 729
+
+
+def test_attention_benchmark_has_no_layernorm_projection_or_residual():
+    g = toolkit.build_graph("siglip-attention-benchmark")
+    assert _names(g) == ["attn.q", "attn.k", "attn.v", "attn.scores", "attn.softmax", "attn.values"]
+    fused = toolkit.build_graph("siglip-attention-benchmark", fused_qkv=True)
+    assert _names(fused)[0] == "attn.qkv" and fused.ops["inputs"][0].len() == 2   # x and the weight, no bias
+
+
+@pytest.mark.parametrize(("switch", "gone"), [("biases", ".bias"), ("layernorm", ".ln"),
+                                               ("residual", ".residual")])
+def test_each_switch_removes_its_ops_and_the_rest_still_connects(switch, gone):
+    full = toolkit.build_graph("encoder-b8", batch=1)
+    g = toolkit.build_graph("encoder-b8", batch=1, **{switch: False})
+    names = [*g.ops["name"], *g.tensors["name"]]
+    assert any(gone in n for n in [*full.ops["name"], *full.tensors["name"]])
+    assert not any(gone in n for n in names)
+    produced = set(g.ops["output"]) | set(g.tensors.filter(pl.col("role").is_in(["input", "weight"]))["tensor_id"])
+    assert set(g.ops["inputs"].explode()) <= produced   # every op reads a produced tensor
+
+
+def test_without_layernorm_the_first_linear_reads_the_block_input():
+    g = toolkit.build_graph("mlp-single-b1", layernorm=False, residual=False)
+    x = g.tensors.filter(pl.col("role") == "input")["tensor_id"].item()
+    assert _names(g) == ["mlp.fc1", "mlp.gelu", "mlp.fc2"] and g.ops["inputs"][0][0] == x
+    assert g.tensors.filter(pl.col("role") == "input")["host_layout"].item() is False
+
+
+@pytest.mark.parametrize(("overrides", "match"), [
+    ({"projection": False}, r"projection=False makes no sense for workload 'mlp-single-b1' of kind 'mlp'"),
+    ({"biases": "no"}, r"biases='no' must be true or false"),
+])
+def test_switches_refused_by_name(overrides, match):
+    with pytest.raises(ModelError, match=match):
+        toolkit.build_graph("mlp-single-b1", **overrides)
+
+
+def test_only_an_input_is_host_placed():
+    from toolkit.graph import DType, GraphBuilder, Role
+    with pytest.raises(ModelError, match="host_layout=True but role 'weight'"):
+        GraphBuilder("g").tensor("w", (4, 4), DType.F16, Role.WEIGHT, host_layout=True)

@@ -113,3 +113,32 @@ def test_finalists_are_tried_in_order_until_one_places(small):
     tried.clear()
     layout, built = choose_finalist(small.layout, lambda cid: build(cid, places=frozenset()))
     assert tried == order and built == f"built {order[0]}"   # none places: the first try is kept
+
+
+TINY_MLP = {"tokens": 33, "width": 64, "hidden": 128, "compute_tiles": 16}
+
+
+def _exchanges(c, op: str) -> int:
+    p = c.schedule.phases
+    return p.filter((pl.col("name") == op) & (pl.col("kind") == "exchange")).height
+
+
+@pytest.mark.parametrize("host_layout", [True, False])
+def test_a_host_placed_input_is_read_in_place_and_any_other_is_gathered(host_layout):
+    """fc1 (one inner block: no partials) reads a host-placed input where the host wrote it, every column panel its
+    own replica; the same graph with the input on the stream gathers it into fc1's panels first."""
+    g = toolkit.build_graph("siglip-mlp-benchmark", host_layout=host_layout, **TINY_MLP)
+    c = toolkit.compile(g, options={"plans": {"fc1": "2x4x1", "fc2": "2x2x1"}, "check": True})
+    assert c.placement.fits and c.check.passed
+    assert _exchanges(c, "mlp.fc1") == (0 if host_layout else 1)
+    x = int(g.tensors.filter(pl.col("role") == "input")["tensor_id"].item())
+    objs = c.schedule.objects.filter(pl.col("tensor_id") == x)
+    assert objs.height == (2 * 4 if host_layout else objs.height) and objs["first"].min() == 0
+
+
+def test_a_repeat_without_residual_carries_its_output_into_its_input():
+    g = toolkit.build_graph("siglip-mlp-benchmark", blocks=3, **TINY_MLP)
+    c = toolkit.compile(g, options={"check": True})
+    assert c.placement.fits and c.check.passed and c.check.max_abs_error < 0.5
+    last = c.schedule.phases.filter(pl.col("phase") == c.schedule.phases["phase"].max())
+    assert last["block"].item() == "block" and last["name"].item() == "mlp.fc2"   # the carry ends the block

@@ -26,18 +26,36 @@ NUMBERS_SCHEMA = {
     "vs_hardware": pl.Float64,    # value / the hardware's cycles, for cycle estimates where a measurement exists
     "source": pl.String,
 }
-HARDWARE_SCHEMA = {"workload": pl.String, "hardware_cycles": pl.Int64, "source": pl.String, "note": pl.String}
+#: ``toolkit/data/hardware_programs.csv``: one row per hardware figure. ``workload`` names the figure (the seeds'
+#: case directories keep their names, others are ``<preset>/<case>``); ``preset``, ``batch``, ``blocks`` and
+#: ``graph`` (JSON: further workload fields, e.g. ``{"fused_qkv": true}``) are the graph that ran, built by
+#: ``toolkit.build_graph``; ``options`` (JSON) are the compile options that express its program (weight format,
+#: pinned GEMM plans); ``missing`` names what we cannot express yet (empty: the row compiles as the hardware ran it)
+HARDWARE_SCHEMA = {"workload": pl.String, "preset": pl.String, "batch": pl.Int64, "blocks": pl.Int64,
+                   "graph": pl.String, "options": pl.String, "hardware_cycles": pl.Int64, "source": pl.String,
+                   "note": pl.String, "missing": pl.String}
 
 
 @cache
 def _hardware() -> pl.DataFrame:
     text = resources.files("toolkit").joinpath("data", "hardware_programs.csv").read_bytes()
-    return pl.read_csv(text, schema=HARDWARE_SCHEMA)
+    d = pl.read_csv(text, schema=HARDWARE_SCHEMA)
+    return d.with_columns(pl.col("missing").fill_null(""), (pl.col("missing").fill_null("") == "").alias("expressible"))
 
 
 def hardware_programs() -> pl.DataFrame:
-    """Whole programs the real compiler ran on a C600, renderer-cropped cycles (HARDWARE.md section 5, the seeds)."""
+    """Whole programs the real compiler ran on a C600, renderer-cropped cycles, each with the graph and options that
+    express it here (HARDWARE_SCHEMA plus ``expressible``: nothing is ``missing``); sources: HARDWARE.md section 5,
+    the seeds and ``ipu-stack``'s documents named per row."""
     return _hardware().clone()
+
+
+def hardware_program(row: dict) -> tuple[str, dict, dict]:
+    """The graph and options of one :func:`hardware_programs` row: ``(preset, build_graph overrides, options)``,
+    so ``toolkit.compile(toolkit.build_graph(preset, **overrides), options=options)`` compiles what ran."""
+    import json
+    overrides = {"batch": row["batch"], "blocks": row["blocks"], **json.loads(row["graph"] or "{}")}
+    return row["preset"], overrides, json.loads(row["options"] or "{}")
 
 
 def hardware_figure(workload: str, options: Any = None) -> dict | None:
@@ -132,5 +150,5 @@ def compare_peaks(compilations: Any) -> pl.DataFrame:
                               for n, _ in items[1:])).sort("tile")
 
 
-__all__ = ["KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_figure", "hardware_programs",
-           "numbers", "op_cycles"]
+__all__ = ["HARDWARE_SCHEMA", "KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_figure",
+           "hardware_program", "hardware_programs", "numbers", "op_cycles"]
