@@ -45,7 +45,7 @@ import toolkit
 from toolkit.profile import crop
 name, overrides, opts = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 t = time.perf_counter()
-c = toolkit.compile(toolkit.build_graph(name, **overrides), options=opts)
+c = toolkit.compile(toolkit.graph.get_workload(name, **overrides), options=opts)
 wall = time.perf_counter() - t
 per_op = (toolkit.report.op_cycles(c).pivot("kind", index="op", values="cycles").fill_null(0))
 order = c.graph.ops["name"].to_list()

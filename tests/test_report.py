@@ -58,3 +58,24 @@ def test_programs_compare_by_op_and_kind_and_add_up() -> None:
     assert peaks.height == a.placement.occupancy["tile"].n_unique() and "c1_delta_bytes" in peaks.columns
     with pytest.raises(toolkit.OptionError, match="at least two compilations"):
         compare_programs([a])
+
+
+def test_no_hardware_comparison_where_the_graph_switches_change_the_graph() -> None:
+    same = toolkit.build_graph("mlp-single-b1").params
+    assert hardware_figure("mlp-single-b1", None, same)["hardware_cycles"] == 128_202
+    for changed in ({"layernorm": False}, {"batch": 2}, {"biases": False}):
+        assert hardware_figure("mlp-single-b1", None, toolkit.build_graph("mlp-single-b1", **changed).params) is None
+
+
+def test_every_hardware_figure_names_a_graph_and_says_what_is_missing() -> None:
+    from toolkit.report import hardware_program
+    hw = hardware_programs()
+    assert hw["workload"].n_unique() == hw.height and hw["expressible"].any() and (~hw["expressible"]).any()
+    assert set(hw.filter(~pl.col("expressible"))["missing"]) >= {"tile mapping", "FP8 attention products"}
+    for row in hw.filter(pl.col("preset").is_in(list(toolkit.graph.PRESETS))).iter_rows(named=True):
+        name, overrides, options = hardware_program(row)
+        toolkit.build_graph(name, **overrides)   # every graph builds
+        toolkit.Options(**{k: v for k, v in options.items() if k != "plans"}, plans=options.get("plans", {}))
+    hist = hw.filter(pl.col("workload") == "siglip-mlp-benchmark/control").row(0, named=True)
+    assert hardware_program(hist) == ("siglip-mlp-benchmark", {"batch": 1, "blocks": 1}, {
+        "weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92", "fc2": "4x24x15/60x24"}})

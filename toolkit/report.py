@@ -52,17 +52,28 @@ def hardware_programs() -> pl.DataFrame:
 
 def hardware_program(row: dict) -> tuple[str, dict, dict]:
     """The graph and options of one :func:`hardware_programs` row: ``(preset, build_graph overrides, options)``,
-    so ``toolkit.compile(toolkit.build_graph(preset, **overrides), options=options)`` compiles what ran."""
+    so ``toolkit.compile(toolkit.graph.get_workload(preset, **overrides), options=options)`` compiles what ran."""
     import json
     overrides = {"batch": row["batch"], "blocks": row["blocks"], **json.loads(row["graph"] or "{}")}
     return row["preset"], overrides, json.loads(row["options"] or "{}")
 
 
-def hardware_figure(workload: str, options: Any = None) -> dict | None:
-    """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph)."""
+#: workload fields whose value, when a compiled graph's differs from its preset's, makes it another graph
+GRAPH_FIELDS = ("tokens", "width", "hidden", "heads", "batch", "blocks", "fused_qkv", "biases", "layernorm",
+                "residual", "projection", "host_layout")
+
+
+def hardware_figure(workload: str, options: Any = None, params: dict | None = None) -> dict | None:
+    """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph, or
+    when ``params``, the compiled graph's parameters, differ from the preset's in a graph field)."""
     if options is not None and (getattr(options, "weight_dtype", None) is not None
                                 or getattr(options, "early_casts", None) is not None):
         return None
+    if params is not None:
+        from toolkit.graph import PRESETS
+        preset = PRESETS.get(workload)
+        if preset is not None and any(k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
+            return None
     rows = _hardware().filter(pl.col("workload") == workload)
     return rows.row(0, named=True) if rows.height else None
 
@@ -74,7 +85,7 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
 
     chosen = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
     s = (c.summary() if summary is None else summary).row(0, named=True)
-    hw = hardware_figure(c.workload, c.options)
+    hw = hardware_figure(c.workload, c.options, c.graph.params)
     rows = [
         ("cycles", "screen estimate", chosen["est_cycles"], "cycles",
          "layout search, O(1) per op: every operand panel counted as received (layout.candidates.est_cycles)"),

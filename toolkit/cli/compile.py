@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from toolkit.artifacts import check_artifacts, check_out, write_case
-from toolkit.cli.graph import fail, show
+from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
 
 artifacts_app = typer.Typer(help="Inspect artifact directories.", no_args_is_help=True)
@@ -48,6 +48,11 @@ def compile_cmd(
     workload: str = typer.Argument("mlp-small-repeat", help="Preset name (see `toolkit workloads`)."),
     batch: int | None = typer.Option(None, help="Override the preset's batch."),
     blocks: int | None = typer.Option(None, help="Override the preset's repeat count."),
+    biases: bool | None = switch_option("biases", SWITCH_HELP["biases"]),
+    layernorm: bool | None = switch_option("layernorm", SWITCH_HELP["layernorm"]),
+    residual: bool | None = switch_option("residual", SWITCH_HELP["residual"]),
+    projection: bool | None = switch_option("projection", SWITCH_HELP["projection"]),
+    host_layout: bool | None = switch_option("host_layout", SWITCH_HELP["host_layout"]),
     option: list[str] = typer.Option([], "--option", "-o", help="Compile option key=value (repeatable)."),
     target_file: Path | None = typer.Option(None, "--target", help="JSON/TOML file of target overrides."),
     out: Path | None = typer.Option(None, help="Write a case directory (manifest, tables, profile, log) here."),
@@ -68,7 +73,8 @@ def compile_cmd(
     try:
         if out is not None:   # a path a case cannot be written to fails before the compile, not after
             check_out(out, overwrite=overwrite)
-        graph = toolkit.build_graph(workload, batch=batch, blocks=blocks)
+        graph = toolkit.build_graph(workload, batch=batch, blocks=blocks,
+                                    **switches(biases, layernorm, residual, projection, host_layout))
         options = dict(parse_option(o) for o in option)
         if check:
             options["check"] = True
