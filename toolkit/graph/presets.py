@@ -30,8 +30,16 @@ hardware benchmarks ran (``crates/ipu-tests/src/main.rs``, its
   ``batch``. Our ``attention-b1`` / ``attention-fused-b1`` presets are the
   seeds' directory names for this benchmark at F143 scale -4 (separate /
   fused QKV) but keep the LayerNorm, biases, projection and residual.
-- ``siglip-vit`` (``--workload siglip-vit-benchmark``) is built in
+- ``siglip-vit`` (``--workload siglip-vit-benchmark``: So400m/14 encoder
+  layers with the image embedding and MAP pooling, main.rs) is built in
   ``toolkit.graph.vit``.
+
+main.rs's other workloads have no preset: ``gemm-smoke`` /
+``batched-gemm-smoke`` / ``gemm-benchmark`` (one F16 GEMM), ``mlp-smoke``
+(GEMM-GeLU-GEMM-GeLU on 64-wide tiles), ``attention-smoke`` (4 heads of 17 x
+19 tokens) and ``exchange-stress`` are kernel and exchange tests, not models.
+Which figure ran which graph is data: ``toolkit/data/hardware_programs.csv``
+(``toolkit.report.hardware_programs``).
 """
 
 from __future__ import annotations
