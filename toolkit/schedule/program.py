@@ -116,7 +116,7 @@ class Program:
         keep = dst_obj >= 0
         pieces = {k: v[keep] for k, v in pieces.items()}
         dst_obj = dst_obj[keep]
-        src_obj = src_objs[pieces["src_chunk"]]
+        src_obj = src_objs[pieces["src_chunk"] * src.replicas]   # objects are per slot; route reads replica 0
         b = dtype_bytes or DTYPE_BYTES[self.tensors[tensor]["dtype"]]
         size = (pieces["g1"] - pieces["g0"]) * (pieces["r1"] - pieces["r0"]) * (pieces["c1"] - pieces["c0"]) * b
         src_off = _offset(src, pieces["src_chunk"], pieces, b)
