@@ -90,6 +90,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     recv = (r_max * k_max * a_bytes + np.where(gathered, block - piece, 0)) * per_tile
     frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1, 0)
     exchange = phase_exchange_cycles(recv, frag, target)
+    a = tensors[op["inputs"][0]]
+    if a["role"] == "input" and a.get("host_layout"):   # the host wrote the left panels: nothing received for them
+        exchange = np.where(gathered, exchange, 0)
     piece_r, piece_c = -(-r_max // rb), -(-c_max // cb)
     # staged: epoch 0 takes the own partial and N remote ones, every later epoch the next N (staged_moves)
     step = np.where(np.asarray(staging) > 0, staging, np.maximum(k - 1, 1))   # remote partials per epoch

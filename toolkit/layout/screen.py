@@ -221,7 +221,7 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     w = tensors[op["inputs"][1]]
     rep = reps.get(op["block"], 1) if w["per_instance"] else 1
     wbytes = ib * cb * DTYPE_BYTES[w["dtype"]] * rep * per_tile
-    bias = cb * 2 * rep * per_tile
+    bias = cb * 2 * rep * per_tile if len(op["inputs"]) > 2 else 0   # a linear without a bias has no bias tensor
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     used = min(tiles, grid.shard * grid.n_p * grid.n_s)
     mask = np.arange(tiles) < used
