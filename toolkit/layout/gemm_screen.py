@@ -91,7 +91,7 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1, 0)
     exchange = phase_exchange_cycles(recv, frag, target)
     a = tensors[op["inputs"][0]]
-    if a["role"] == "input" and a.get("host_layout"):   # the host wrote the left panels: nothing received for them
+    if a["role"] == "input" and a.get("host_layout") and reps.get(op["block"], 1) == 1:   # host-written panels
         exchange = np.where(gathered, exchange, 0)
     piece_r, piece_c = -(-r_max // rb), -(-c_max // cb)
     # staged: epoch 0 takes the own partial and N remote ones, every later epoch the next N (staged_moves)

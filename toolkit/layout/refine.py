@@ -70,8 +70,26 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
             total += cycles
             rows += red_rows
         layout_of[op["output"]] = plan.output
+    total += _carry(tensors, reps, layout_of, tiles, target)
     row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
     return total * max([1, *reps.values()]), row_bytes
+
+
+def _carry(tensors: dict, reps: dict, layout_of: dict[int, Layout], tiles: int, target: Target) -> int:
+    """Cycles of a repeated block's carry: its output moved into its input's layout when they differ (the schedule
+    ends such a block with that move; a residual add writes in place)."""
+    if not reps:
+        return 0
+    t_in = next(t for t, r in tensors.items() if r["role"] == "input")
+    t_out = next(t for t, r in tensors.items() if r["role"] == "output")
+    src, dst = layout_of.get(t_out), layout_of.get(t_in)
+    if src is None or dst is None or src.same_as(dst):
+        return 0
+    counters = [np.zeros((1, tiles), dtype=np.int64) for _ in range(6)]
+    need = dst.with_cells(np.zeros(dst.tiles.shape, dtype=np.int64))   # one wave
+    _count(src, need, np.zeros(1, dtype=np.int64), DTYPE_BYTES[tensors[t_out]["dtype"]], tiles, *counters)
+    send, recv, frags, _sends, copies, copy_bytes = counters
+    return _exchange_phases(send, recv, frags, target) + int(copies_cycles(copies, copy_bytes, target).max())
 
 
 def refine_beam(distinct: pl.DataFrame, graphs: dict, prepared: dict, target: Target, tiles: int, width: int,

@@ -204,8 +204,9 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     frag = np.ceil(recv_w / (target.packet_max_words * target.word_bytes)) + 1
     exchange = int(phase_exchange_cycles(recv_w, frag, target).sum())
     syncs, phases = n_w, 3 * n_w
-    if a["role"] == "input" and a.get("host_layout"):   # the host wrote it in this op's panels: nothing received
-        exchange, syncs, phases = 0, 0, n_w              # (the panels still occupy the tiles: recv stays)
+    if a["role"] == "input" and a.get("host_layout") and reps.get(op["block"], 1) == 1:
+        exchange, syncs, phases = 0, 0, n_w   # the host wrote it in this op's panels: nothing received (the panels
+                                              # still occupy the tiles); a repeat's later instances receive it
     launches = int((launch * per_tile).sum())
     oc = grid.out_cols(op["cols"])   # output columns per tile (a reduce-scatter slice when inner-split)
     red_buf = 0

@@ -8,7 +8,11 @@ compute phase runs one command per cell. Inner-split linears add a partials
 exchange and a reduce phase. Objects are created for every operand slot with
 their lifetimes (first/last event = phase index) computed from their uses.
 Repeated blocks are scheduled once: their phases carry the block name, their
-weights ``repeat_count = instances`` and carried values alias the block input.
+weights ``repeat_count = instances`` and carried values alias the block input
+(or, where the block's output is not written into the input's objects, the
+block ends by moving it there). Graph inputs exist from event 0 on the layout
+their plan gives them (``OpPlan.inputs``): the residual stream's, or for a
+``host_layout`` input its first consumer's need, read in place.
 """
 
 from __future__ import annotations
