@@ -12,6 +12,7 @@ with its kind, unit and source, and the ratio to the hardware figure.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -53,7 +54,6 @@ def hardware_programs() -> pl.DataFrame:
 def hardware_program(row: dict) -> tuple[str, dict, dict]:
     """The graph and options of one :func:`hardware_programs` row: ``(preset, build_graph overrides, options)``,
     so ``toolkit.compile(toolkit.graph.get_workload(preset, **overrides), options=options)`` compiles what ran."""
-    import json
     overrides = {"batch": row["batch"], "blocks": row["blocks"], **json.loads(row["graph"] or "{}")}
     return row["preset"], overrides, json.loads(row["options"] or "{}")
 
@@ -64,18 +64,42 @@ GRAPH_FIELDS = ("tokens", "width", "hidden", "heads", "batch", "blocks", "fused_
 
 
 def hardware_figure(workload: str, options: Any = None, params: dict | None = None) -> dict | None:
-    """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph, or
-    when ``params``, the compiled graph's parameters, differ from the preset's in a graph field)."""
-    if options is not None and (getattr(options, "weight_dtype", None) is not None
-                                or getattr(options, "early_casts", None) is not None):
-        return None
-    if params is not None:
-        from toolkit.graph import PRESETS
-        preset = PRESETS.get(workload)
-        if preset is not None and any(k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
+    """The hardware measurement of ``workload``: the figure named so, for the graph its preset defines (None when
+    options change its graph, or when ``params``, the compiled graph's parameters, differ from the preset's in a
+    graph field); else, given ``options`` and ``params``, the first figure whose program (preset, graph fields,
+    weight format, program options) is exactly the one compiled."""
+    named = _hardware().filter(pl.col("workload") == workload)
+    if named.height:
+        if options is not None and (getattr(options, "weight_dtype", None) is not None
+                                    or getattr(options, "early_casts", None) is not None):
             return None
-    rows = _hardware().filter(pl.col("workload") == workload)
-    return rows.row(0, named=True) if rows.height else None
+        if params is not None:
+            from toolkit.graph import PRESETS
+            preset = PRESETS.get(workload)
+            if preset is not None and any(k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
+                return None
+        return named.row(0, named=True)
+    if options is None or params is None:
+        return None
+    for row in _hardware().filter((pl.col("preset") == workload) & pl.col("expressible")).iter_rows(named=True):
+        if _runs(row, options, params):   # the figure of this very program (the first listed: the newest kernels)
+            return row
+    return None
+
+
+#: compile options that change the program a figure's options express (beside the graph's weight format)
+PROGRAM_OPTIONS = ("plans", "plan_search", "row_block", "stream_block", "row_shard", "panel_groups", "inner_split",
+                   "inner_block", "weight_class", "fused_qkv", "partials", "stream_weights")
+
+
+def _runs(row: dict, options: Any, params: dict) -> bool:
+    """Whether compiling a graph of ``params`` with ``options`` is the program of hardware figure ``row``."""
+    from toolkit.options import as_options
+    graph = {"batch": row["batch"], "blocks": row["blocks"], **json.loads(row["graph"] or "{}")}
+    wanted = as_options(json.loads(row["options"] or "{}"))
+    dtype = wanted.weight_dtype or params.get("weight_dtype")
+    return (all(params.get(k) == v for k, v in graph.items()) and params.get("weight_dtype") == dtype
+            and all(getattr(wanted, f) == getattr(options, f, None) for f in PROGRAM_OPTIONS))
 
 
 def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -100,9 +124,12 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         rows.append(("cycles", "simulated", crop(c.profile).cropped_cycles, "cycles",
                      "simulated profile, cropped as the hardware renderer crops it (profile.crop)"))
     if hw is not None:
+        pinned = set(json.loads(hw["options"] or "{}")) & set(PROGRAM_OPTIONS)
+        whose = (f"the real compiler's own program for {c.workload} (its layout, not this one)"
+                 if hw["workload"] == c.workload else f"this program as the hardware ran it ({hw['workload']})"
+                 if pinned else f"this graph as the hardware ran it, with its own layout search ({hw['workload']})")
         rows.append(("cycles", "measured on hardware", hw["hardware_cycles"], "cycles",
-                     f"the real compiler's own program for {c.workload} (its layout, not this one): {hw['note']}; "
-                     f"{hw['source']}"))
+                     f"{whose}: {hw['note']}; {hw['source']}"))
     rows += [
         ("peak SRAM per tile", "screen estimate", chosen["peak_live_bytes"], "bytes",
          "layout search: resident weights + the largest transient set + package support"),
