@@ -124,6 +124,13 @@ class Costs:
     exchange_receive_cycles: int = 2
     exchange_reset_cycles: int = 1
     exchange_phase_cycles: int = 250       # measured 230-280 past the scheduled horizon per exchange phase
+    # exchange horizon (HARDWARE.md section 4, ipu-stack EXCHANGE_INSTRUCTION_REFERENCE.md): payload arrives
+    # 52 + 2 x (physical row) events after the receiver selects its source; a 92-tile exchange column holds 46
+    # physical rows of 2 paired tiles (the 46x2 grid of MLP_LAYOUT_ALTERNATIVES.md's tile mapping)
+    exchange_arrival_cycles: int = 52
+    exchange_arrival_row_cycles: int = 2
+    exchange_column_tiles: int = 92
+    exchange_row_tiles: int = 2
     sync_cycles: int = 600
 
     def __post_init__(self) -> None:
@@ -132,7 +139,8 @@ class Costs:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 _fail(f"costs.{f.name}", value, "must be a non-negative integer")
         for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
-                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle"):
+                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle", "exchange_column_tiles",
+                     "exchange_row_tiles"):
             if getattr(self, name) == 0:
                 _fail(f"costs.{name}", 0, "must be positive (it divides)")
 

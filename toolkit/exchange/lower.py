@@ -32,14 +32,14 @@ target with a larger ``plan_row_words`` stores zeros past them (sizes use
 ``plan_row_words``). Identical rows are deduplicated by a 64-bit FNV-1a digest
 of their words.
 
-Cycle model (``est_cycles`` per phase): a step lasts as long as its slowest
-group, :func:`toolkit.costs.group_cycles` (``max(payload at
-exchange_bytes_per_cycle, control work)``: fragments are nearly free on the
-hardware); the phase is the sum over its steps plus ``costs.sync_cycles`` for
-every pass after the first (the phase's own sync is the schedule's) plus the
-measured per-phase overrun ``costs.exchange_phase_cycles``. ``lower_bound`` is the sum over passes of each pass's lane
-bound (what the step assignment must meet, and meets exactly on unicast);
-``unstaged_bound`` is the lane bound of the phase's groups ignoring passes.
+Cycle model (``est_cycles`` per phase): :mod:`toolkit.exchange.horizon` (every
+tile's receive lane pays its words and one arrival latency per receive cutover,
+its send lane its words; the busiest tile of each staging pass, a sync between
+passes, plus the measured per-phase overrun ``costs.exchange_phase_cycles``).
+The steps are the plan rows' order, not the timing. ``lower_bound`` is the sum
+over passes of each pass's lane bound (what the step assignment must meet, and
+meets exactly on unicast); ``unstaged_bound`` is the lane bound of the phase's
+groups ignoring passes.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from toolkit.costs import group_cycles, phase_overhead_cycles
 from toolkit.errors import OptionError
+from toolkit.exchange.horizon import phase_horizons, tile_horizons
 from toolkit.exchange.packets import (
     dense_rank_sorted,
     fragment,
@@ -237,10 +237,7 @@ def _fnv1a_more(h: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
 
 def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame,
              rows: pl.DataFrame, per_pass: pl.DataFrame, target: Target) -> pl.DataFrame:
-    gc = group_cycles(groups["words"].to_numpy(), groups["packets"].to_numpy(), target)
-    cost = (groups.with_columns(pl.Series("_cycles", gc, dtype=BIG))
-        .group_by("phase", "step").agg(pl.col("_cycles").max())
-        .group_by("phase").agg(pl.col("_cycles").sum()))
+    cost = phase_horizons(tile_horizons(groups, passes, target), target).select("phase", "est_cycles")
     # receive lanes: passes are sorted by (phase, tile, ...), so (phase, tile) runs are contiguous
     ph, tl = passes["phase"].to_numpy(), passes["tile"].to_numpy()
     cut = np.flatnonzero(np.r_[True, (ph[1:] != ph[:-1]) | (tl[1:] != tl[:-1])]) if len(ph) else np.zeros(0, int)
@@ -265,7 +262,4 @@ def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passe
     out = parts[0].with_columns(pl.col("phase").cast(ID))
     for p in parts[1:]:
         out = out.join(p.with_columns(pl.col("phase").cast(ID)), on="phase", how="left")
-    out = out.with_columns(
-        (pl.col("_cycles") + (pl.col("passes") - 1) * target.costs.sync_cycles
-         + phase_overhead_cycles(target)).alias("est_cycles"))
     return out.select([pl.col(c).cast(d) for c, d in SUMMARY_SCHEMA.items()]).sort("phase")

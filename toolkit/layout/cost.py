@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.costs import amp_panels, control_cycles, cycles, exchange_cycles, phase_overhead_cycles
+from toolkit.costs import (
+    amp_panels,
+    control_cycles,
+    cycles,
+    exchange_cycles,
+    max_tile_row,
+    phase_overhead_cycles,
+    tile_horizon_cycles,
+)
 from toolkit.target import Target
 
 #: bytes per element of a stored dtype
@@ -95,5 +103,9 @@ def tile_exchange_cycles(payload_bytes: np.ndarray, sends: np.ndarray, receives:
 
 
 def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target) -> np.ndarray:
-    """Search estimate of one exchange phase: its busiest tile (bytes and fragments) plus the phase overrun."""
-    return tile_exchange_cycles(max_tile_bytes, 0, max_tile_fragments, target) + phase_overhead_cycles(target)
+    """Search estimate of one exchange phase: the exchange horizon rule (:func:`toolkit.costs.tile_horizon_cycles`,
+    the one the lowering and the simulator lay phases out with) on its busiest tile, whose receives are
+    ``max_tile_fragments`` cutovers, placed in the highest physical row, plus the phase overrun."""
+    words = _ceil_div(np.asarray(max_tile_bytes, dtype=np.int64), target.word_bytes)
+    return (tile_horizon_cycles(words, max_tile_fragments, 0, 0, max_tile_row(target), target)
+            + phase_overhead_cycles(target))
