@@ -131,6 +131,12 @@ class Costs:
     exchange_arrival_row_cycles: int = 2
     exchange_column_tiles: int = 92
     exchange_row_tiles: int = 2
+    # a send whose run is not whole 32-byte rows of an AMP panel (16 FP16 or 32 FP8 columns) is a strided partial-
+    # panel run in the hardware's AMP-left layout, one per row: three supervisor instructions of 6 cycles each
+    # (send, pointer and source controls); MLP_LAYOUT_ALTERNATIVES.md's fc1 result 2x2 (92 x 24 pieces, 276 such
+    # runs per tile) raised its reduction from 3,779 to 8,944 scheduled cycles, 18.7 per run
+    exchange_panel_row_bytes: int = 32
+    exchange_run_cycles: int = 18
     sync_cycles: int = 600
 
     def __post_init__(self) -> None:
@@ -140,7 +146,7 @@ class Costs:
                 _fail(f"costs.{f.name}", value, "must be a non-negative integer")
         for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
                      "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle", "exchange_column_tiles",
-                     "exchange_row_tiles"):
+                     "exchange_row_tiles", "exchange_panel_row_bytes"):
             if getattr(self, name) == 0:
                 _fail(f"costs.{name}", 0, "must be positive (it divides)")
 
