@@ -44,7 +44,6 @@ from toolkit.costs.exchange import (
     exchange_cycles,
     group_cycles,
     max_tile_row,
-    partial_runs,
     phase_overhead_cycles,
     tile_horizon_cycles,
     tile_rows,
@@ -189,5 +188,5 @@ def rules() -> pl.DataFrame:
 
 __all__ = ["INVOCATIONS_SCHEMA", "KERNELS", "KERNEL_SYMBOLS", "OPTIONAL_COLUMNS", "PRECISION", "amp_kernel",
            "amp_panels", "control_cycles", "copies_cycles", "cutover_cycles", "cycles", "exchange_cycles",
-           "group_cycles", "kernel_cycles", "max_tile_row", "partial_runs", "phase_overhead_cycles", "rules",
+           "group_cycles", "kernel_cycles", "max_tile_row", "phase_overhead_cycles", "rules",
            "tile_horizon_cycles", "tile_rows"]

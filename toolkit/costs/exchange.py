@@ -66,19 +66,14 @@ def cutover_cycles(rows, target: Target) -> np.ndarray:
             + c.exchange_receive_cycles)
 
 
-def partial_runs(size_bytes, target: Target) -> np.ndarray:
-    """Whether each send run is a strided partial-panel run: its bytes are not whole 32-byte AMP panel rows."""
-    return np.asarray(size_bytes, dtype=np.int64) % target.costs.exchange_panel_row_bytes != 0
-
-
 def tile_horizon_cycles(recv_words, cutovers, send_words, sends, rows, target: Target, runs=0) -> np.ndarray:
     """One tile's span of an exchange phase (or staging pass) as the scheduler lays it out.
 
     The receive lane takes one 32-bit word per event and pays :func:`cutover_cycles` for every cutover (the
     first receive is one: its payload also arrives that late); the send lane takes its words (a paired 64-bit
     send counts half its words) plus the send controls, and ``costs.exchange_run_cycles`` more for each of its
-    ``runs`` strided partial-panel runs (:func:`partial_runs`). The tile's span is the longer lane: sends and
-    receives run at once (HARDWARE.md section 4).
+    ``runs`` strided partial-panel runs (transfers cutting an AMP panel, sent row by row). The tile's span is
+    the longer lane: sends and receives run at once (HARDWARE.md section 4).
     """
     c = target.costs
     recv = np.asarray(recv_words, np.int64) + np.asarray(cutovers, np.int64) * cutover_cycles(rows, target)

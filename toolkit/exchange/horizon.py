@@ -17,10 +17,11 @@ the layout screen and refine price their estimates with the same per-tile rule
   receives (contiguous destinations from one source chain) changes the phase.
   Receives are taken in (source, destination object, offset) order: the
   scheduler keeps a source's contiguous runs together when it can.
-- A send run that is not whole 32-byte rows of an AMP panel is, in the
-  hardware's AMP-left layout, a strided partial-panel run sent row by row, each
-  costing the sender ``costs.exchange_run_cycles`` of supervisor instructions
-  (the fc1 result 2x2 of MLP_LAYOUT_ALTERNATIVES.md: 3,779 -> 8,944).
+- A transfer whose rectangle cuts an AMP panel (32-byte panel rows: 16 FP16
+  or 32 FP8 columns) is, in the hardware's AMP-left layout, sent row by row:
+  each strided run (the groups' ``runs``, from the schedule's slices) costs
+  the sender ``costs.exchange_run_cycles`` of supervisor instructions (the fc1
+  result 2x2 of MLP_LAYOUT_ALTERNATIVES.md: 3,779 -> 8,944).
 - A paired 64-bit send borrows the partner tile's transmit lane (8 B/cycle);
   the partner must not send in that interval (EXCHANGE_INSTRUCTION_REFERENCE.md
   "Paired sender lane reservation"). A sender whose partner sends nothing in
@@ -38,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from toolkit.costs import cutover_cycles, partial_runs, phase_overhead_cycles, tile_horizon_cycles, tile_rows
+from toolkit.costs import cutover_cycles, phase_overhead_cycles, tile_horizon_cycles, tile_rows
 from toolkit.exchange.packets import sort_order
 from toolkit.tables import BIG, ID
 from toolkit.target import Target
@@ -49,7 +50,7 @@ TILE_HORIZONS_SCHEMA = {
     "cutovers": BIG,       # receives that start a new (source, pointer) chain
     "send_words": BIG,     # send-lane events (paired sends count half their words)
     "sends": BIG,          # send fragments
-    "runs": BIG,           # of which strided partial-panel runs (costs.partial_runs)
+    "runs": BIG,           # strided partial-panel runs among them (lower.strided_runs)
     "paired": pl.Boolean,  # the tile's sends borrow its idle partner's lane
     "horizon": BIG,        # the tile's span of the pass
 }
@@ -57,8 +58,9 @@ PHASE_HORIZONS_SCHEMA = {"phase": ID, "passes": ID, "horizon": BIG, "est_cycles"
 
 
 def _columns(groups: pl.DataFrame, passes: pl.DataFrame) -> tuple[dict, dict, np.ndarray]:
-    g = {c: groups[c].to_numpy().astype(np.int64) for c in ("phase", "group", "source", "words", "pass",
-                                                             "size_bytes")}
+    g = {c: groups[c].to_numpy().astype(np.int64) for c in ("phase", "group", "source", "words", "pass")}
+    g["runs"] = (groups["runs"].to_numpy().astype(np.int64) if "runs" in groups.columns
+                 else np.zeros(groups.height, np.int64))
     r = {c: passes[c].to_numpy().astype(np.int64) for c in ("phase", "tile", "group", "dst_offset", "size_bytes")}
     r["dst_object"] = passes["dst_object"].fill_null(-1).to_numpy().astype(np.int64)
     gi = g["group"]
@@ -90,7 +92,7 @@ def tile_horizons(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) ->
     recv = recv.group_by("phase", "pass", "tile").agg(pl.col("w").sum().alias("recv_words"),
                                                       pl.col("c").sum().alias("cutovers"))
     send = (pl.DataFrame({"phase": g["phase"], "pass": g["pass"], "tile": g["source"], "w": g["words"],
-                          "r": partial_runs(g["size_bytes"], target)})
+                          "r": g["runs"]})
             .group_by("phase", "pass", "tile").agg(pl.col("w").sum().alias("send_words"), pl.len().alias("sends"),
                                                    pl.col("r").sum().alias("runs")))
     partner = pl.col("tile") + 1 - 2 * (pl.col("tile") % 2)
@@ -167,7 +169,7 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
     w = g["words"][gorder]
     w = np.where(flags["paired"].fill_null(False).to_numpy(), -(-w // 2), w)
     dur = (w + target.costs.exchange_send_cycles
-           + partial_runs(g["size_bytes"][gorder], target) * target.costs.exchange_run_cycles)
+           + g["runs"][gorder] * target.costs.exchange_run_cycles)
     srun = np.r_[True, (g["phase"][gorder][1:] != g["phase"][gorder][:-1]) | (src[1:] != src[:-1])
                  | (g["pass"][gorder][1:] != g["pass"][gorder][:-1])] if len(gorder) else np.zeros(0, bool)
     cum = np.cumsum(dur)
