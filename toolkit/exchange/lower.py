@@ -100,12 +100,13 @@ SUMMARY_SCHEMA = {
 }
 
 
-def lower_exchanges(transfers: pl.DataFrame, target: Target, slices: pl.DataFrame | None = None) -> Exchange:
+def lower_exchanges(transfers: pl.DataFrame, target: Target, slices: pl.DataFrame | None = None,
+                    segments: pl.DataFrame | None = None) -> Exchange:
     """Lower every exchange phase of ``transfers`` (TRANSFERS_SCHEMA) for ``target``.
 
-    ``slices`` (optional; the schedule's ``transfer_id, g0, g1, r0, r1, c0, c1`` tensor rectangle of every
-    transfer) tells the exchange horizon which transfers cut an AMP panel (:func:`strided_runs`); without it no
-    transfer does.
+    ``slices`` and ``segments`` (optional, together: the schedule's tensor rectangle of every transfer and of
+    every object) tell the exchange horizon which transfers cut an AMP panel of their source object
+    (:func:`strided_runs`); without them no transfer does.
     """
     if target.plan_row_words < ROW_FIELDS:
         msg = (f"plan_row_words={target.plan_row_words} is too small: an exchange plan row has "
@@ -113,7 +114,7 @@ def lower_exchanges(transfers: pl.DataFrame, target: Target, slices: pl.DataFram
         raise OptionError(msg, field="plan_row_words", value=target.plan_row_words)
     t = check_transfers(transfers, target)
     groups = fragment(t, target)
-    groups = groups.with_columns(pl.Series("runs", _group_runs(t, groups, slices, target), dtype=ID))
+    groups = groups.with_columns(pl.Series("runs", _group_runs(t, groups, slices, segments, target), dtype=ID))
     packets = packets_of(groups, target)
     passes = passes_of(t, groups, target)
     gpass = np.zeros(groups.height, dtype=np.int64)
@@ -125,31 +126,41 @@ def lower_exchanges(transfers: pl.DataFrame, target: Target, slices: pl.DataFram
     return Exchange(groups=groups, packets=packets, passes=passes, rows=rows, summary=summary)
 
 
-def strided_runs(slices: pl.DataFrame, size_bytes: np.ndarray, target: Target) -> np.ndarray:
-    """Strided partial-panel runs of each transfer rectangle (one row of ``slices`` per transfer, its bytes).
+def strided_runs(rect: pl.DataFrame, target: Target) -> np.ndarray:
+    """Strided partial-panel runs of each transfer: ``rect`` has its rectangle (``g0 .. c1``), its bytes
+    (``size_bytes``) and its source object's columns (``s0, s1``).
 
-    The hardware keeps matmul results in AMP-left order: 32-byte panel rows (16 FP16 or 32 FP8 columns), panel
-    after panel. A piece whose columns start or end inside a panel leaves row by row, one strided run per row
-    (MLP_LAYOUT_ALTERNATIVES.md's fc1 result 2x2: 92 x 24 pieces); a piece of whole panels is one run per panel.
+    The hardware keeps a matmul's result block in AMP-left order: 32-byte panel rows (16 FP16 or 32 FP8
+    columns) from the block's first column, panel after panel. A piece whose columns start, or end short of the
+    block's end, inside a panel leaves row by row, one strided run per row (MLP_LAYOUT_ALTERNATIVES.md's fc1
+    result 2x2: 92 x 24 pieces of 48-column blocks); a piece of whole panels goes one run per panel.
     """
-    g = (slices["g1"] - slices["g0"]).to_numpy()
-    r = (slices["r1"] - slices["r0"]).to_numpy()
-    c0, c1 = slices["c0"].to_numpy(), slices["c1"].to_numpy()
-    elems = np.maximum(g * r * (c1 - c0), 1)
-    elem_bytes = np.maximum(np.asarray(size_bytes, np.int64) // elems, 1)
+    g = (rect["g1"] - rect["g0"]).to_numpy()
+    r = (rect["r1"] - rect["r0"]).to_numpy()
+    c0, c1 = (rect["c0"] - rect["s0"]).to_numpy(), (rect["c1"] - rect["s0"]).to_numpy()
+    width = (rect["s1"] - rect["s0"]).to_numpy()
+    elem_bytes = np.maximum(rect["size_bytes"].to_numpy() // np.maximum(g * r * (c1 - c0), 1), 1)
     panel = np.maximum(target.costs.exchange_panel_row_bytes // elem_bytes, 1)
-    cut = (c0 % panel != 0) | (c1 % panel != 0)
+    cut = (c0 % panel != 0) | ((c1 % panel != 0) & (c1 != width))
     return np.where(cut, g * r, 0).astype(np.int64)
 
 
-def _group_runs(t: pl.DataFrame, groups: pl.DataFrame, slices: pl.DataFrame | None, target: Target) -> np.ndarray:
+def _group_runs(t: pl.DataFrame, groups: pl.DataFrame, slices: pl.DataFrame | None,
+                segments: pl.DataFrame | None, target: Target) -> np.ndarray:
     """Strided runs of every group: its transfer's (:func:`strided_runs`) in proportion to the group's bytes."""
-    if slices is None or groups.height == 0:
+    if slices is None or segments is None or groups.height == 0 or slices.height == 0:
         return np.zeros(groups.height, np.int64)
-    per = (slices.select("transfer_id", "g0", "g1", "r0", "r1", "c0", "c1").unique("transfer_id", keep="first")
-           .join(t.select("transfer_id", "size_bytes").unique("transfer_id", keep="first"), on="transfer_id"))
-    runs = strided_runs(per, per["size_bytes"].to_numpy(), target)
-    lookup = pl.DataFrame({"transfer_id": per["transfer_id"], "_runs": runs, "_size": per["size_bytes"]})
+    seg = segments.select(pl.col("object_id").alias("src_object"), pl.col("c0").alias("s0"),
+                          pl.col("c1").alias("s1"), pl.col("r0").alias("_sr0"), pl.col("r1").alias("_sr1"))
+    rect = (slices.select("transfer_id", "g0", "g1", "r0", "r1", "c0", "c1").unique("transfer_id", keep="first")
+            .join(t.select("transfer_id", "size_bytes", "src_object").unique("transfer_id", keep="first"),
+                  on="transfer_id")
+            .join(seg, on="src_object", how="inner")   # the source segment holding the piece
+            .filter((pl.col("c0") >= pl.col("s0")) & (pl.col("c1") <= pl.col("s1"))
+                    & (pl.col("r0") >= pl.col("_sr0")) & (pl.col("r1") <= pl.col("_sr1")))
+            .unique("transfer_id", keep="first"))
+    lookup = pl.DataFrame({"transfer_id": rect["transfer_id"], "_runs": strided_runs(rect, target),
+                           "_size": rect["size_bytes"]})
     g = groups.select("transfer_id", "size_bytes").join(lookup, on="transfer_id", how="left", maintain_order="left")
     total = g["_size"].fill_null(1).to_numpy().clip(1)
     return -(-g["_runs"].fill_null(0).to_numpy() * g["size_bytes"].to_numpy() // total)
