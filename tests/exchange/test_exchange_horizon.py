@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -88,3 +89,20 @@ def test_staging_passes_run_one_after_another_with_a_sync() -> None:
     assert ph["est_cycles"] == ex.summary["est_cycles"].item() == ph["horizon"] + C.exchange_phase_cycles
     spans = activity_spans(ex.groups, ex.passes, small)
     assert sorted(spans["recv_end"].tolist()) == [one, 2 * one + C.sync_cycles]
+
+
+def test_the_gemm_screen_prices_strided_result_pieces_as_the_lowering_does() -> None:
+    # fc1 of the so400m MLP on 4x92x4: a 2 x 2 result grid cuts each 47/48-column partial into 23/24-column pieces
+    # (not whole 16-column panels), so every row of a remote piece is a strided run; a 4 x 1 grid keeps whole rows
+    from toolkit.graph import build_graph
+    from toolkit.layout.gemm_screen import gemm_estimates
+    from toolkit.layout.search import _prepare
+
+    ops, tensors, reps = _prepare(build_graph("mlp-single-b1", weight_dtype="f16"))
+    fc1 = next(o for o in ops if o["name"].endswith("fc1"))
+    est = gemm_estimates(fc1, tensors, reps, np.array([4, 4]), np.array([92, 92]), np.array([4, 4]),
+                         np.array([4, 2]), np.array([1, 2]), "f16", None, IPU, IPU.tiles)
+    rows_4x1, rows_2x2 = -(-183 // 4 // 1), -(-183 // 4 // 2)   # piece rows: 46 and 92
+    runs = 3 * rows_2x2                                          # three remote pieces of 92 strided rows
+    assert rows_4x1 == 46
+    assert est["exchange"][1] - est["exchange"][0] >= runs * C.exchange_run_cycles - 3 * cutover_cycles(45, IPU)
