@@ -15,9 +15,7 @@ import numpy as np
 
 from toolkit.costs import (
     amp_panels,
-    control_cycles,
     cycles,
-    exchange_cycles,
     max_tile_row,
     phase_overhead_cycles,
     tile_horizon_cycles,
@@ -89,17 +87,6 @@ def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Targ
 def copy_cycles(size_bytes: np.ndarray, target: Target) -> np.ndarray:
     """Cycles of one local copy call of ``size_bytes``."""
     return cycles("copy", target, rows=1, cols=size_bytes)
-
-
-def tile_exchange_cycles(payload_bytes: np.ndarray, sends: np.ndarray, receives: np.ndarray,
-                         target: Target) -> np.ndarray:
-    """One tile's part of an exchange phase: ``max(payload at the link rate, control work)``.
-
-    ``payload_bytes`` is the larger of what the tile sends and receives (a tile
-    sends one stream and receives one stream at a time); one pointer reset per
-    tile and phase.
-    """
-    return exchange_cycles(payload_bytes, control_cycles(sends, receives, 1, target), target)
 
 
 def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target,
