@@ -87,25 +87,28 @@ def test_golden_two_phase_program() -> None:
     assert dict(p.samples.schema) == tables.SAMPLES_SCHEMA
     assert (p.source, p.clock_hz, p.schema_version) == ("simulated", IPU.clock_hz, 5)
     got = p.samples.select("tile", "sample", "phase", "kind", "kernel", "operation", "start_cycle", "end_cycle")
-    x01 = 100  # 400 B at 4 B/cycle (two packets: control 2 x 2 + 1 = 5 cycles, hidden under the payload)
-    x10 = 10
-    res = 3500 + x01 + OVERRUN   # the exchange phase runs OVERRUN cycles past its last activity
+    # tiles 0 and 1 (physical row 0, partners: neither sends paired) send 100 and 10 words plus a send control;
+    # each receive is a cutover: its payload lands 52 events after the source selection, plus the receive controls
+    cut = IPU.costs.exchange_arrival_cycles + IPU.costs.exchange_receive_cycles
+    s01, s10 = 100 + IPU.costs.exchange_send_cycles, 10 + IPU.costs.exchange_send_cycles
+    x0, x1 = max(s01, cut + 10), max(s10, cut + 100)   # each tile's span: its longer lane
+    res = 3500 + max(x0, x1) + OVERRUN   # the exchange phase runs OVERRUN cycles past its last activity
     assert got.rows() == [
         (0, 0, 0, "synchronization", "", "initial_sync", 1000, 1600),
         (0, 1, 0, "compute", "amp_matmul_f16", "fc", 1600, 2900),
         (0, 2, 1, "synchronization", "", "x", 2900, 2900 + SYNC),
-        (0, 3, 2, "exchange", "", "x", 3500, 3500 + x01),
+        (0, 3, 2, "exchange", "", "x", 3500, 3500 + x0),
         (1, 0, 0, "synchronization", "", "initial_sync", 1000, 1600),
         (1, 1, 0, "compute", "gelu", "fc", 1600, 2100),
         (1, 2, 1, "synchronization", "", "x", 2900, 3500),
-        (1, 3, 2, "exchange", "", "x", 3500, 3500 + x01),
+        (1, 3, 2, "exchange", "", "x", 3500, 3500 + x1),
         (1, 4, 3, "compute", "add", "res", res, res + 200),
     ]
-    assert p.samples.filter(kind="exchange")["exchange_event_cycles"].to_list() == [x01, x01]
+    assert p.samples.filter(kind="exchange")["exchange_event_cycles"].to_list() == [x0, x1]
     assert p.metadata.rows() == [(0, 1, "invocations", "1"), (1, 1, "invocations", "1"), (1, 4, "invocations", "1")]
     acts = p.activities.select("tile", "sample", "kind", "fanout", "start_cycle", "end_cycle").sort("tile", "kind")
-    assert acts.rows() == [(0, 3, "receive", 1, 0, x10), (0, 3, "send", 1, 0, x01),
-                           (1, 3, "receive", 1, 0, x01), (1, 3, "send", 1, 0, x10)]
+    assert acts.rows() == [(0, 3, "receive", 1, cut, cut + 10), (0, 3, "send", 1, 0, s01),
+                           (1, 3, "receive", 1, cut, cut + 100), (1, 3, "send", 1, 0, s10)]
     assert crop(p).cropped_cycles == res + 200 - 1000
     assert validate(p, file="<simulated>").samples.equals(p.samples)  # passes the readers' own checks
 
@@ -142,10 +145,11 @@ def test_passes_after_the_first_are_preceded_by_a_sync() -> None:
                 staged=True)
     assert sorted(c.exchange.groups["pass"].to_list()) == [0, 1]   # one group per pass (either may go first)
     p = simulate(c)
-    one = 16   # 64 B at 4 B/cycle
+    cut = IPU.costs.exchange_arrival_cycles + IPU.costs.exchange_receive_cycles   # tile 1 is in physical row 0
+    one = 16 + cut   # 64 B at 4 B/cycle after a cutover; the senders' partners send nothing, so they send paired
     acts = p.activities.filter(tile=1).sort("start_cycle")
-    assert acts.select("start_cycle", "end_cycle").rows() == [(0, one), (one + SYNC, 2 * one + SYNC)]
-    assert int(p.samples.filter(tile=1, kind="exchange")["exchange_event_cycles"].item()) == 2 * one + SYNC
+    assert acts.select("start_cycle", "end_cycle").rows() == [(cut, one), (one + SYNC + cut, 2 * one + SYNC)]
+    assert int(p.samples.filter(tile=1, kind="exchange")["exchange_event_cycles"].item()) == 2 * one + SYNC - cut
 
 
 def test_groups_out_of_row_order_are_a_bug_in_us() -> None:

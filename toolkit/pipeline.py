@@ -255,7 +255,7 @@ def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
 
 
 def _lowered(sched: Schedule, target: Target) -> Exchange:
-    ex = lower_exchanges(sched.transfers, target)
+    ex = lower_exchanges(sched.transfers, target, slices=sched.slices, segments=sched.segments)
     verify_exchange(ex, sched.transfers, target)
     return ex
 

@@ -124,6 +124,19 @@ class Costs:
     exchange_receive_cycles: int = 2
     exchange_reset_cycles: int = 1
     exchange_phase_cycles: int = 250       # measured 230-280 past the scheduled horizon per exchange phase
+    # exchange horizon (HARDWARE.md section 4, ipu-stack EXCHANGE_INSTRUCTION_REFERENCE.md): payload arrives
+    # 52 + 2 x (physical row) events after the receiver selects its source; a 92-tile exchange column holds 46
+    # physical rows of 2 paired tiles (the 46x2 grid of MLP_LAYOUT_ALTERNATIVES.md's tile mapping)
+    exchange_arrival_cycles: int = 52
+    exchange_arrival_row_cycles: int = 2
+    exchange_column_tiles: int = 92
+    exchange_row_tiles: int = 2
+    # a send whose run is not whole 32-byte rows of an AMP panel (16 FP16 or 32 FP8 columns) is a strided partial-
+    # panel run in the hardware's AMP-left layout, one per row: three supervisor instructions of 6 cycles each
+    # (send, pointer and source controls); MLP_LAYOUT_ALTERNATIVES.md's fc1 result 2x2 (92 x 24 pieces, 276 such
+    # runs per tile) raised its reduction from 3,779 to 8,944 scheduled cycles, 18.7 per run
+    exchange_panel_row_bytes: int = 32
+    exchange_run_cycles: int = 18
     sync_cycles: int = 600
 
     def __post_init__(self) -> None:
@@ -132,7 +145,8 @@ class Costs:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 _fail(f"costs.{f.name}", value, "must be a non-negative integer")
         for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
-                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle"):
+                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle", "exchange_column_tiles",
+                     "exchange_row_tiles", "exchange_panel_row_bytes"):
             if getattr(self, name) == 0:
                 _fail(f"costs.{name}", 0, "must be positive (it divides)")
 

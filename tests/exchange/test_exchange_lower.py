@@ -96,13 +96,31 @@ def test_est_cycles_model() -> None:
     t = pl.DataFrame({"transfer_id": [1], "phase": [3], "source": [0], "destination": [1], "size_bytes": [400],
                       "staging_object": [1]})
     s = lower_exchanges(t, IPU).summary.row(0, named=True)
-    # 100 words at 4 B/cycle over 4 B words: 100 cycles; two packets (64 + 36) cost 2 x 2 + 1 = 5 cycles of control,
-    # hidden under the payload; plus the measured per-phase overrun
-    assert s["est_cycles"] == 100 + IPU.costs.exchange_phase_cycles
+    # tile 1 (physical row 0) receives 100 words after one cutover: its payload arrives 52 + 2 x 0 events after the
+    # source selection, plus the receive controls; tile 0's paired send (tile 1 sends nothing) takes 50 + 2 events;
+    # plus the measured per-phase overrun
+    c = IPU.costs
+    cutover = c.exchange_arrival_cycles + c.exchange_receive_cycles
+    assert s["est_cycles"] == 100 + cutover + c.exchange_phase_cycles
     many = pl.DataFrame({"transfer_id": [1], "phase": [3], "source": [0], "destination": [1], "size_bytes": [8],
                          "staging_object": [1]})
-    tiny = lower_exchanges(many, IPU.replace(costs={"exchange_send_cycles": 9})).summary.row(0, named=True)
-    assert tiny["est_cycles"] == 9 + 1 + IPU.costs.exchange_phase_cycles   # 2 words: control-bound
+    tiny = lower_exchanges(many, IPU.replace(costs={"exchange_send_cycles": 90})).summary.row(0, named=True)
+    assert tiny["est_cycles"] == 1 + 90 + c.exchange_phase_cycles   # 2 words, paired: send-control bound
+    far = t.with_columns(pl.lit(91).alias("destination"))              # tile 91 sits in physical row 45
+    s = lower_exchanges(far, IPU).summary.row(0, named=True)
+    assert s["est_cycles"] == 100 + cutover + 2 * 45 + c.exchange_phase_cycles
+
+
+def test_receive_cutovers_follow_the_destination_addresses() -> None:
+    # two 64-word runs from one source: contiguous destinations chain (one cutover), a gap between them is two
+    def est(dst_offsets: list[int]) -> int:
+        t = pl.DataFrame({"transfer_id": [1, 2], "phase": [0, 0], "source": [4, 4], "destination": [2, 2],
+                          "size_bytes": [256, 256], "src_offset": [0, 256], "dst_offset": dst_offsets,
+                          "dst_object": [9, 9]})
+        return int(lower_exchanges(t, IPU).summary["est_cycles"].item())
+    cutover = IPU.costs.exchange_arrival_cycles + 2 * 1 + IPU.costs.exchange_receive_cycles   # tile 2: row 1
+    assert est([0, 256]) == 128 + cutover + IPU.costs.exchange_phase_cycles
+    assert est([0, 512]) == est([0, 256]) + cutover
 
 
 def test_wider_plan_rows_keep_the_nine_fields_and_narrow_ones_refused() -> None:

@@ -38,7 +38,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from toolkit.costs.exchange import control_cycles, exchange_cycles, group_cycles, phase_overhead_cycles
+from toolkit.costs.exchange import (
+    control_cycles,
+    cutover_cycles,
+    exchange_cycles,
+    group_cycles,
+    max_tile_row,
+    phase_overhead_cycles,
+    tile_horizon_cycles,
+    tile_rows,
+)
 from toolkit.costs.kernels import (
     DTYPES,
     INVOCATIONS_SCHEMA,
@@ -178,5 +187,6 @@ def rules() -> pl.DataFrame:
 
 
 __all__ = ["INVOCATIONS_SCHEMA", "KERNELS", "KERNEL_SYMBOLS", "OPTIONAL_COLUMNS", "PRECISION", "amp_kernel",
-           "amp_panels", "control_cycles", "copies_cycles", "cycles", "exchange_cycles", "group_cycles",
-           "kernel_cycles", "phase_overhead_cycles", "rules"]
+           "amp_panels", "control_cycles", "copies_cycles", "cutover_cycles", "cycles", "exchange_cycles",
+           "group_cycles", "kernel_cycles", "max_tile_row", "phase_overhead_cycles", "rules",
+           "tile_horizon_cycles", "tile_rows"]

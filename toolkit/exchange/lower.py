@@ -32,14 +32,14 @@ target with a larger ``plan_row_words`` stores zeros past them (sizes use
 ``plan_row_words``). Identical rows are deduplicated by a 64-bit FNV-1a digest
 of their words.
 
-Cycle model (``est_cycles`` per phase): a step lasts as long as its slowest
-group, :func:`toolkit.costs.group_cycles` (``max(payload at
-exchange_bytes_per_cycle, control work)``: fragments are nearly free on the
-hardware); the phase is the sum over its steps plus ``costs.sync_cycles`` for
-every pass after the first (the phase's own sync is the schedule's) plus the
-measured per-phase overrun ``costs.exchange_phase_cycles``. ``lower_bound`` is the sum over passes of each pass's lane
-bound (what the step assignment must meet, and meets exactly on unicast);
-``unstaged_bound`` is the lane bound of the phase's groups ignoring passes.
+Cycle model (``est_cycles`` per phase): :mod:`toolkit.exchange.horizon` (every
+tile's receive lane pays its words and one arrival latency per receive cutover,
+its send lane its words; the busiest tile of each staging pass, a sync between
+passes, plus the measured per-phase overrun ``costs.exchange_phase_cycles``).
+The steps are the plan rows' order, not the timing. ``lower_bound`` is the sum
+over passes of each pass's lane bound (what the step assignment must meet, and
+meets exactly on unicast); ``unstaged_bound`` is the lane bound of the phase's
+groups ignoring passes.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from toolkit.costs import group_cycles, phase_overhead_cycles
 from toolkit.errors import OptionError
+from toolkit.exchange.horizon import phase_horizons, tile_horizons
 from toolkit.exchange.packets import (
     dense_rank_sorted,
     fragment,
@@ -83,7 +83,7 @@ class Exchange:
 STEPPED_GROUPS_SCHEMA = {
     "phase": ID, "group": BIG, "transfer_id": BIG, "fragment": ID, "source": ID, "fanout": ID,
     "byte_offset": BIG, "size_bytes": BIG, "words": BIG, "packets": ID, "src_offset": BIG,
-    "src_object": BIG, "pass": ID, "step": ID,
+    "src_object": BIG, "runs": ID, "pass": ID, "step": ID,
 }
 ROWS_SCHEMA = {
     "phase": ID, "tile": ID, "group": BIG,
@@ -100,14 +100,21 @@ SUMMARY_SCHEMA = {
 }
 
 
-def lower_exchanges(transfers: pl.DataFrame, target: Target) -> Exchange:
-    """Lower every exchange phase of ``transfers`` (TRANSFERS_SCHEMA) for ``target``."""
+def lower_exchanges(transfers: pl.DataFrame, target: Target, slices: pl.DataFrame | None = None,
+                    segments: pl.DataFrame | None = None) -> Exchange:
+    """Lower every exchange phase of ``transfers`` (TRANSFERS_SCHEMA) for ``target``.
+
+    ``slices`` and ``segments`` (optional, together: the schedule's tensor rectangle of every transfer and of
+    every object) tell the exchange horizon which transfers cut an AMP panel of their source object
+    (:func:`strided_runs`); without them no transfer does.
+    """
     if target.plan_row_words < ROW_FIELDS:
         msg = (f"plan_row_words={target.plan_row_words} is too small: an exchange plan row has "
                f"{ROW_FIELDS} fields; use at least {ROW_FIELDS}")
         raise OptionError(msg, field="plan_row_words", value=target.plan_row_words)
     t = check_transfers(transfers, target)
     groups = fragment(t, target)
+    groups = groups.with_columns(pl.Series("runs", _group_runs(t, groups, slices, segments, target), dtype=ID))
     packets = packets_of(groups, target)
     passes = passes_of(t, groups, target)
     gpass = np.zeros(groups.height, dtype=np.int64)
@@ -117,6 +124,46 @@ def lower_exchanges(transfers: pl.DataFrame, target: Target) -> Exchange:
     rows = _plan_rows(groups, passes, step)
     summary = _summary(t, groups, packets, passes, rows, bounds, target)
     return Exchange(groups=groups, packets=packets, passes=passes, rows=rows, summary=summary)
+
+
+def strided_runs(rect: pl.DataFrame, target: Target) -> np.ndarray:
+    """Strided partial-panel runs of each transfer: ``rect`` has its rectangle (``g0 .. c1``), its bytes
+    (``size_bytes``) and its source object's columns (``s0, s1``).
+
+    The hardware keeps a matmul's result block in AMP-left order: 32-byte panel rows (16 FP16 or 32 FP8
+    columns) from the block's first column, panel after panel. A piece whose columns start, or end short of the
+    block's end, inside a panel leaves row by row, one strided run per row (MLP_LAYOUT_ALTERNATIVES.md's fc1
+    result 2x2: 92 x 24 pieces of 48-column blocks); a piece of whole panels goes one run per panel.
+    """
+    g = (rect["g1"] - rect["g0"]).to_numpy()
+    r = (rect["r1"] - rect["r0"]).to_numpy()
+    c0, c1 = (rect["c0"] - rect["s0"]).to_numpy(), (rect["c1"] - rect["s0"]).to_numpy()
+    width = (rect["s1"] - rect["s0"]).to_numpy()
+    elem_bytes = np.maximum(rect["size_bytes"].to_numpy() // np.maximum(g * r * (c1 - c0), 1), 1)
+    panel = np.maximum(target.costs.exchange_panel_row_bytes // elem_bytes, 1)
+    cut = (c0 % panel != 0) | ((c1 % panel != 0) & (c1 != width))
+    return np.where(cut, g * r, 0).astype(np.int64)
+
+
+def _group_runs(t: pl.DataFrame, groups: pl.DataFrame, slices: pl.DataFrame | None,
+                segments: pl.DataFrame | None, target: Target) -> np.ndarray:
+    """Strided runs of every group: its transfer's (:func:`strided_runs`) in proportion to the group's bytes."""
+    if slices is None or segments is None or groups.height == 0 or slices.height == 0:
+        return np.zeros(groups.height, np.int64)
+    seg = segments.select(pl.col("object_id").alias("src_object"), pl.col("c0").alias("s0"),
+                          pl.col("c1").alias("s1"), pl.col("r0").alias("_sr0"), pl.col("r1").alias("_sr1"))
+    rect = (slices.select("transfer_id", "g0", "g1", "r0", "r1", "c0", "c1").unique("transfer_id", keep="first")
+            .join(t.select("transfer_id", "size_bytes", "src_object").unique("transfer_id", keep="first"),
+                  on="transfer_id")
+            .join(seg, on="src_object", how="inner")   # the source segment holding the piece
+            .filter((pl.col("c0") >= pl.col("s0")) & (pl.col("c1") <= pl.col("s1"))
+                    & (pl.col("r0") >= pl.col("_sr0")) & (pl.col("r1") <= pl.col("_sr1")))
+            .unique("transfer_id", keep="first"))
+    lookup = pl.DataFrame({"transfer_id": rect["transfer_id"], "_runs": strided_runs(rect, target),
+                           "_size": rect["size_bytes"]})
+    g = groups.select("transfer_id", "size_bytes").join(lookup, on="transfer_id", how="left", maintain_order="left")
+    total = g["_size"].fill_null(1).to_numpy().clip(1)
+    return -(-g["_runs"].fill_null(0).to_numpy() * g["size_bytes"].to_numpy() // total)
 
 
 def _assign(groups: pl.DataFrame, passes: pl.DataFrame, gpass: np.ndarray) -> tuple[np.ndarray, pl.DataFrame]:
@@ -237,10 +284,7 @@ def _fnv1a_more(h: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
 
 def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passes: pl.DataFrame,
              rows: pl.DataFrame, per_pass: pl.DataFrame, target: Target) -> pl.DataFrame:
-    gc = group_cycles(groups["words"].to_numpy(), groups["packets"].to_numpy(), target)
-    cost = (groups.with_columns(pl.Series("_cycles", gc, dtype=BIG))
-        .group_by("phase", "step").agg(pl.col("_cycles").max())
-        .group_by("phase").agg(pl.col("_cycles").sum()))
+    cost = phase_horizons(tile_horizons(groups, passes, target), target).select("phase", "est_cycles")
     # receive lanes: passes are sorted by (phase, tile, ...), so (phase, tile) runs are contiguous
     ph, tl = passes["phase"].to_numpy(), passes["tile"].to_numpy()
     cut = np.flatnonzero(np.r_[True, (ph[1:] != ph[:-1]) | (tl[1:] != tl[:-1])]) if len(ph) else np.zeros(0, int)
@@ -265,7 +309,4 @@ def _summary(t: pl.DataFrame, groups: pl.DataFrame, packets: pl.DataFrame, passe
     out = parts[0].with_columns(pl.col("phase").cast(ID))
     for p in parts[1:]:
         out = out.join(p.with_columns(pl.col("phase").cast(ID)), on="phase", how="left")
-    out = out.with_columns(
-        (pl.col("_cycles") + (pl.col("passes") - 1) * target.costs.sync_cycles
-         + phase_overhead_cycles(target)).alias("est_cycles"))
     return out.select([pl.col(c).cast(d) for c, d in SUMMARY_SCHEMA.items()]).sort("phase")

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.costs import amp_panels, control_cycles, cycles, exchange_cycles, phase_overhead_cycles
+from toolkit.costs import (
+    amp_panels,
+    cycles,
+    max_tile_row,
+    phase_overhead_cycles,
+    tile_horizon_cycles,
+)
 from toolkit.target import Target
 
 #: bytes per element of a stored dtype
@@ -83,17 +89,13 @@ def copy_cycles(size_bytes: np.ndarray, target: Target) -> np.ndarray:
     return cycles("copy", target, rows=1, cols=size_bytes)
 
 
-def tile_exchange_cycles(payload_bytes: np.ndarray, sends: np.ndarray, receives: np.ndarray,
-                         target: Target) -> np.ndarray:
-    """One tile's part of an exchange phase: ``max(payload at the link rate, control work)``.
-
-    ``payload_bytes`` is the larger of what the tile sends and receives (a tile
-    sends one stream and receives one stream at a time); one pointer reset per
-    tile and phase.
-    """
-    return exchange_cycles(payload_bytes, control_cycles(sends, receives, 1, target), target)
-
-
-def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target) -> np.ndarray:
-    """Search estimate of one exchange phase: its busiest tile (bytes and fragments) plus the phase overrun."""
-    return tile_exchange_cycles(max_tile_bytes, 0, max_tile_fragments, target) + phase_overhead_cycles(target)
+def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target,
+                          runs: np.ndarray | int = 0) -> np.ndarray:
+    """Search estimate of one exchange phase: the exchange horizon rule (:func:`toolkit.costs.tile_horizon_cycles`,
+    the one the lowering and the simulator lay phases out with) on its busiest tile, whose receives are
+    ``max_tile_fragments`` cutovers, placed in the highest physical row, plus the phase overrun. The tile sends
+    as much as it receives (a reduce-scatter; a gather's receive lane is the longer anyway), ``runs`` of it in
+    strided partial-panel runs."""
+    words = _ceil_div(np.asarray(max_tile_bytes, dtype=np.int64), target.word_bytes)
+    return (tile_horizon_cycles(words, max_tile_fragments, words, 0, max_tile_row(target), target, runs=runs)
+            + phase_overhead_cycles(target))

@@ -105,9 +105,12 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
         + (rem > 0) * reduce_cycles(elems, rem + 1, target, partials)), 0)
     staged = np.asarray(staging) > 0
     red = np.where(staged, red, np.where(split, slab * k, 0))      # unstaged: every slice lands at once
-    red_x = np.where(staged, full * phase_exchange_cycles(slab * step, step + 1, target)
-                     + (rem > 0) * phase_exchange_cycles(slab * rem, rem + 1, target),
-                     phase_exchange_cycles(slab * k, k, target))
+    # a piece narrower than its cell whose rows are not whole 32-byte AMP panel rows leaves row by row
+    strided = (piece_c < c_max) & (piece_c * PARTIAL_BYTES[partials] % target.costs.exchange_panel_row_bytes != 0)
+    runs = np.where(strided, piece_r * per_tile, 0)                 # partial-panel runs per remote piece
+    red_x = np.where(staged, full * phase_exchange_cycles(slab * step, step + 1, target, runs * step)
+                     + (rem > 0) * phase_exchange_cycles(slab * rem, rem + 1, target, runs * rem),
+                     phase_exchange_cycles(slab * k, k, target, runs * (k - 1)))
     epochs = np.maximum(full + (rem > 0), 1)
     exchange = exchange + np.where(split, red_x, 0)
     rep = reps.get(op["block"], 1) if w["per_instance"] else 1

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from toolkit.costs import KERNEL_SYMBOLS, phase_overhead_cycles
+from toolkit.costs import KERNEL_SYMBOLS, phase_overhead_cycles, tile_horizon_cycles, tile_rows
 from toolkit.graph import Graph
-from toolkit.layout.cost import tile_exchange_cycles
 from toolkit.layout.plans import LayoutParams, plan_graph
 from toolkit.schedule.build import build_program
 from toolkit.tables import OBJECTS_SCHEMA, TRANSFERS_SCHEMA
@@ -225,7 +224,9 @@ def _staging(prog, first_id: int, target: Target) -> tuple[pl.DataFrame, pl.Data
 
 
 def _phase_cycles(phases: pl.DataFrame, commands: pl.DataFrame, transfers: pl.DataFrame, target: Target):
-    """Estimated cycles per phase: slowest tile's commands; busiest link; a fixed sync."""
+    """Estimated cycles per phase: slowest tile's commands; a fixed sync; the exchange horizon rule
+    (:func:`toolkit.costs.tile_horizon_cycles`) on every tile, one receive cutover per source it receives from
+    (the lowering refines this with the receive addresses and staging passes)."""
     comp = (commands.group_by("phase", "tile").agg(pl.col("est_cycles").sum())
             .group_by("phase").agg(pl.col("est_cycles").max().alias("compute")))
     per_tile = pl.concat([
@@ -233,11 +234,13 @@ def _phase_cycles(phases: pl.DataFrame, commands: pl.DataFrame, transfers: pl.Da
         .agg(pl.col("size_bytes").sum(), pl.len().cast(pl.Int64).alias("sends"), pl.lit(0, pl.Int64).alias("receives"))
         .rename({"source": "tile"}),
         transfers.group_by("phase", "destination")
-        .agg(pl.col("size_bytes").sum(), pl.lit(0, pl.Int64).alias("sends"), pl.len().cast(pl.Int64).alias("receives"))
+        .agg(pl.col("size_bytes").sum(), pl.lit(0, pl.Int64).alias("sends"),
+             pl.col("source").n_unique().cast(pl.Int64).alias("receives"))
         .rename({"destination": "tile"}),
     ]).group_by("phase", "tile").agg(pl.col("size_bytes").max(), pl.col("sends", "receives").sum())
-    x = tile_exchange_cycles(per_tile["size_bytes"].to_numpy(), per_tile["sends"].to_numpy(),
-                             per_tile["receives"].to_numpy(), target)
+    words = -(-per_tile["size_bytes"].to_numpy() // target.word_bytes)
+    x = tile_horizon_cycles(words, per_tile["receives"].to_numpy(), words, per_tile["sends"].to_numpy(),
+                            tile_rows(per_tile["tile"].to_numpy(), target), target)
     ex = (per_tile.select("phase").with_columns(pl.Series("exchange", x))
           .group_by("phase").agg(pl.col("exchange").max() + phase_overhead_cycles(target)))
     return (phases.join(comp, on="phase", how="left").join(ex, on="phase", how="left")

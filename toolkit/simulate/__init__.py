@@ -20,18 +20,21 @@ and optionally a kernel cost calibration; returns a :class:`~toolkit.profile.Pro
   on the tile in that phase; ``operation`` = the phase's op name; a metadata
   row ``invocations`` = that kernel's invocations on the tile (sum of its
   commands' ``groups``), as hardware profiles carry for calibration.
-- exchange (from the exchange lowering): within a phase, steps run in order;
-  a step lasts as long as its slowest group, :func:`toolkit.costs.group_cycles`
-  (``max(payload at exchange_bytes_per_cycle, 2 packets + 1)``); every
-  staging pass after the first is preceded by a ``sync_cycles`` sync; the
-  phase lasts ``costs.exchange_phase_cycles`` past its last activity (the
-  overrun measured on hardware, shown as a gap before the next phase). A
-  group's source has a ``send`` activity and each of its destinations a
-  ``receive`` activity spanning the group's own duration from the step start
-  (offsets within the exchange phase; ``fanout`` = the group's destinations;
-  ``paired`` is always false; ``partnerBusy`` is not modelled). The tile's
-  sample ends with its last activity; ``exchange_event_cycles`` is the span
-  from its first activity start to its last activity end.
+- exchange (from the exchange lowering), laid out by the exchange horizon
+  model (:mod:`toolkit.exchange.horizon`, the same one the lowering's
+  ``est_cycles`` and the layout search use): a tile's receives run back to
+  back, each receive cutover (a new source or a discontinuous pointer) first
+  waiting its arrival latency ``52 + 2 x physical row``; its sends run back to
+  back (paired sends at half the events when the partner tile sends nothing);
+  every staging pass starts after the earlier passes' busiest tile and a
+  ``sync_cycles`` sync; the phase lasts ``costs.exchange_phase_cycles`` past
+  its last activity (the overrun measured on hardware, shown as a gap before
+  the next phase). A group's source has a ``send`` activity and each of its
+  destinations a ``receive`` activity (offsets within the exchange phase;
+  ``fanout`` = the group's destinations; ``paired`` is always false;
+  ``partnerBusy`` is not modelled). The tile's sample ends with its last
+  activity; ``exchange_event_cycles`` is the span from its first activity
+  start to its last activity end.
 - sync: ``sync_cycles`` for every tile taking part (the tiles of the next exchange).
 - Barriers: a phase ends when its slowest tile ends; every tile starts the next
   phase then. Counters are 32-bit: ``start_cycle``/``end_cycle`` are stored

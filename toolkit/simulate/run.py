@@ -12,8 +12,9 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.costs import group_cycles, phase_overhead_cycles
+from toolkit.costs import phase_overhead_cycles
 from toolkit.errors import InvalidIRError, OptionError
+from toolkit.exchange.horizon import activity_spans
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
 from toolkit.simulate.calibration import CALIBRATION_SCHEMA, apply_calibration, load_calibration
@@ -179,34 +180,21 @@ def _exchange_steps(ex: Exchange, target) -> tuple[pl.DataFrame, dict[str, np.nd
     ``event_cycles`` (its last end - its first start), and the activity arrays,
     sorted by (tile, phase, start, receive before send).
     """
-    sync = target.costs.sync_cycles
-    g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout", "pass", "step",
-                                                                 "words", "packets")}
+    g = {c: ex.groups[c].to_numpy().astype(np.int64) for c in ("phase", "source", "fanout")}
     if ex.groups.height and not np.array_equal(ex.groups["group"].to_numpy(), np.arange(ex.groups.height)):
         msg = "simulate: exchange groups must be numbered 0..n-1 in row order (as lower_exchanges makes them)"
         raise InvalidIRError(msg)
-    dur = group_cycles(g["words"], g["packets"], target)
-    # a step lasts as long as its slowest group; steps follow each other; each pass after the first syncs first
-    width = int(g["step"].max()) + 1 if len(dur) else 1
-    skey, inv = np.unique(g["phase"] * width + g["step"], return_inverse=True)
-    slen = np.zeros(len(skey), np.int64)
-    np.maximum.at(slen, inv, dur)
-    spass = np.zeros(len(skey), np.int64)
-    np.maximum.at(spass, inv, g["pass"])
-    sphase = skey // width
-    new_phase = np.r_[True, sphase[1:] != sphase[:-1]] if len(skey) else np.zeros(0, bool)
-    before = np.cumsum(slen) - slen
-    at = before - before[new_phase][np.cumsum(new_phase) - 1] + spass * sync
-    gstart = at[inv]
+    span = activity_spans(ex.groups, ex.passes, target)   # the exchange horizon model's layout of every phase
     rgroup = ex.passes["group"].to_numpy()
     acts = {
         "tile": np.r_[g["source"], ex.passes["tile"].to_numpy()].astype(np.int64),
         "phase": np.r_[g["phase"], g["phase"][rgroup]],
-        "send": np.r_[np.ones(len(dur), np.int64), np.zeros(len(rgroup), np.int64)],
+        "send": np.r_[np.ones(len(g["phase"]), np.int64), np.zeros(len(rgroup), np.int64)],
         "fanout": np.r_[g["fanout"], g["fanout"][rgroup]],
-        "start_cycle": np.r_[gstart, gstart[rgroup]],
-        "end_cycle": np.r_[gstart + dur, (gstart + dur)[rgroup]],
+        "start_cycle": np.r_[span["send_start"], span["recv_start"]],
+        "end_cycle": np.r_[span["send_end"], span["recv_end"]],
     }
+    dur = span["send_end"]
     names = ("send", "start_cycle", "phase", "tile")  # sort keys, least significant first
     bits = [max(int(acts[k].max()).bit_length(), 1) if len(rgroup) + len(dur) else 1 for k in names]
     if sum(bits) <= 63:  # one packed int64 key sorts much faster than a lexsort, and unpacks sorted keys cheaply
