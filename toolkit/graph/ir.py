@@ -11,6 +11,7 @@ instance view lazily.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -152,6 +153,28 @@ class GraphBuilder:
 
     def set_role(self, tid: int, role: Role) -> None:
         self._tensors["role"][tid] = str(role)
+
+    def repeat_region(self, block: str, instances: int, x: int, body: Callable[[GraphBuilder, int], int]) -> int:
+        """Append ``body(self, x)`` as the graph's repeated region: its ops and tensors tagged ``block``, its
+        weights per instance, ``x`` carried in and the body's result carried out (and returned). Ops appended
+        before form the prologue, ops after it the epilogue; both run once."""
+        if self.block != "main" or self._repeats["block"]:
+            msg = f"graph {self.name!r} already has a repeated region; a graph has at most one"
+            raise ModelError(msg, field="block", value=block)
+        first_op, first_tensor = self.next_op, len(self._tensors["tensor_id"])
+        self.block = block
+        try:
+            out = body(self, x)
+        finally:
+            self.block = "main"
+        if self.next_op == first_op:
+            msg = f"repeated region {block!r} of graph {self.name!r} has no ops"
+            raise ModelError(msg, field="block", value=block)
+        roles = self._tensors["role"]
+        for t in range(first_tensor, len(roles)):
+            self._tensors["per_instance"][t] = roles[t] == Role.WEIGHT
+        self.add_repeat(block, instances, first_op, self.next_op - 1, x, out)
+        return out
 
     def add_repeat(self, block: str, instances: int, first_op: int, last_op: int, carried_in: int,
                    carried_out: int) -> None:

@@ -12,10 +12,11 @@ import polars as pl
 from toolkit.errors import ModelError
 from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
 from toolkit.graph.ir import DType, Graph
+from toolkit.graph.vit import vit_model
 from toolkit.options import WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
-KINDS = ("mlp", "attention", "encoder")
+KINDS = ("mlp", "attention", "encoder", "vit")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +46,9 @@ _BASE = {"tokens": 196, "width": 768, "hidden": 3072, "heads": 12, "head_dim": 6
 PRESETS: dict[str, Workload] = {w.name: w for w in (
     Workload(name="siglip-so400m", kind="encoder", **_SO400M, blocks=27,
              description="SigLIP so400m vision encoder: 27 encoder layers"),
+    Workload(name="siglip-vit", kind="vit", **_SO400M, blocks=27,
+             description="SigLIP so400m/14 vision model at 384: patch embedding, 27 encoder layers, MAP head "
+                         "(ipu-stack's siglip-vit-benchmark, docs/SIGLIP_VIT_BENCHMARK.md)"),
     Workload(name="siglip-base", kind="encoder", **_BASE, blocks=12,
              description="SigLIP base vision encoder: 12 encoder layers"),
     Workload(name="mlp-small-repeat", kind="mlp", tokens=129, width=128, hidden=256, blocks=3, compute_tiles=64,
@@ -111,6 +115,13 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
                             fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts)
+    elif w.kind == "vit":   # the whole model: its encoder layers are its own repeated region
+        g = vit_model(width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"), batch=w.batch,
+                      blocks=w.blocks, head_dim=w.head_dim, fused_qkv=w.fused_qkv, weight_dtype=wd,
+                      early_casts=w.early_casts)
+        if g.params["tokens"] != w.tokens:
+            msg = f"tokens={w.tokens} disagrees with the {g.params['tokens']} patches of workload {w.name!r}"
+            raise ModelError(msg, field="tokens", value=w.tokens)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
                           batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
@@ -118,7 +129,7 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)
-    if w.blocks > 1:
+    if w.blocks > 1 and not g.repeats.height:
         g = repeat(g, w.blocks, name="layer" if w.kind == "encoder" else "block")
     params = {**dataclasses.asdict(w), **g.params}
     return Graph(name=w.name, ops=g.ops, tensors=g.tensors, repeats=g.repeats, params=params)

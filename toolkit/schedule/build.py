@@ -66,13 +66,15 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
         w_objs = _weights(prog, op, plan)
         for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
             layout_of[t], objs_of[t] = plan.weights[t], w_objs[t]
-        for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0
-            tensor = t if t >= 0 else -t - 1
+        hosted = set()
+        for t, need in plan.needs.items():  # graph inputs appear on their need's layout at event 0 (every
+            tensor = t if t >= 0 else -t - 1  # replica of it: the host writes them all)
             if tensor not in layout_of:
                 layout_of[tensor] = need
+                hosted.add(tensor)
                 slots = np.nonzero(need.tiles.ravel() >= 0)[0]
                 objs_of[tensor] = prog.new_objects(need, slots, tensor, "activation", 0)
-        routes = _routes(plan, layout_of, waves)
+        routes = _routes(plan, layout_of, waves, hosted)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
         for wave in np.unique(waves):
@@ -100,12 +102,13 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
     return out
 
 
-def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray) -> dict:
-    """One route per operand need that is not read in place, with the wave of every piece."""
+def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray, hosted: set[int]) -> dict:
+    """One route per operand need that is not read in place, with the wave of every piece (``hosted``: graph
+    inputs the host placed on this very need, replicas included)."""
     routes = {}
     for t, need in plan.needs.items():
         tensor = t if t >= 0 else -t - 1
-        if need.same_as(layout_of[tensor]) and need.replicas == 1:
+        if need.same_as(layout_of[tensor]) and (need.replicas == 1 or tensor in hosted):
             continue
         pieces = route(layout_of[tensor], need)
         wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
