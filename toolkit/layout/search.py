@@ -213,7 +213,7 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
     attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
     """
     fused_now = bool(graph.params.get("fused_qkv", False))
-    has_attention = graph.params.get("kind") in ("attention", "encoder")
+    has_attention = bool(graph.ops["rule"].is_in(["scores"]).any())
     searchable = has_attention and graph.params.get("search_qkv", True)
     searched = [False, True] if searchable else [fused_now]
     choices = searched if options.fused_qkv is None else [options.fused_qkv]
