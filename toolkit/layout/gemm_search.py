@@ -62,7 +62,8 @@ def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
 
 def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
                  tiles: int) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
-    """Pinned plans per graph variant: a key matches the op named it or ending in ``"." + key``.
+    """Pinned plans per graph variant: a key matches the op named it, else every op ending in ``"." + key``
+    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both).
 
     Unknown keys, keys naming an op that is not a linear, malformed plans and
     plans needing more tiles than the compute tiles raise errors naming the op
@@ -72,11 +73,12 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
     names = sorted({op["name"] for ops in variants.values() for op in ops})
     for key, text in pins:
         matched = False
+        exact = key in names
         for v, ops in variants.items():
             lin = {op["name"] for op in linear_ops(ops, tensors[v])}
             products = {op["name"] for op in ops if op["rule"] in ("scores", "values")}   # attention products
             for op in ops:
-                if op["name"] != key and not op["name"].endswith("." + key):
+                if op["name"] != key and (exact or not op["name"].endswith("." + key)):
                     continue
                 matched = True
                 if op["name"] not in lin | products:
