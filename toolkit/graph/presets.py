@@ -12,7 +12,7 @@ import polars as pl
 from toolkit.errors import ModelError
 from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
 from toolkit.graph.ir import DType, Graph
-from toolkit.graph.vit import vit_model
+from toolkit.graph.vit import SO400M_IMAGE, SO400M_PATCH, vit_model
 from toolkit.options import WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
@@ -37,6 +37,8 @@ class Workload:
     compute_tiles: int | None = None
     weight_dtype: str = "f8_143"     # matmul weights: f8_143 / f8_152 (the FP8 AMP) or f16
     early_casts: bool = True         # FP8 matmul inputs cast at their producers (LayerNorm, GELU), not per consumer
+    image: int | None = None         # vit: image side in pixels (None: 378, the So400m/14 384 model's usable region)
+    patch: int | None = None         # vit: patch side in pixels (None: 14); tokens = (image / patch) ** 2
     description: str = ""
 
 
@@ -118,7 +120,7 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     elif w.kind == "vit":   # the whole model: its encoder layers are its own repeated region
         g = vit_model(width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"), batch=w.batch,
                       blocks=w.blocks, head_dim=w.head_dim, fused_qkv=w.fused_qkv, weight_dtype=wd,
-                      early_casts=w.early_casts)
+                      early_casts=w.early_casts, image=w.image or SO400M_IMAGE, patch=w.patch or SO400M_PATCH)
         if g.params["tokens"] != w.tokens:
             msg = f"tokens={w.tokens} disagrees with the {g.params['tokens']} patches of workload {w.name!r}"
             raise ModelError(msg, field="tokens", value=w.tokens)

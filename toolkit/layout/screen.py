@@ -164,7 +164,9 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
     if key not in cache:
-        plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv, p.stream_weights), {})
+        # op plans are cached by (op, the op's own key), which names every knob it depends on (stream rows and
+        # parameter store for stream ops): one cache serves every stream variant of a row block
+        plans = cache.setdefault(("plans", p.row_block, p.fused_qkv), {})
         graph_key = ("by op", p.row_block, p.stream_block, p.fused_qkv, p.stream_weights, products)
         if graph_key not in cache:   # one plan of the whole graph serves every op's estimate under these knobs
             ops_all = cache[("ops", p.fused_qkv)]
