@@ -34,12 +34,15 @@ What the graph holds, and where each fact comes from (``osmarks/ipu-stack``):
   fuses only K and V of the MAP head (``vit.rs``), which this IR has no form
   for, so the MAP head keeps three projections.
 - Precisions: F16 activations, residuals, biases and GELU; LayerNorm statistics
-  in F32 (``SIGLIP_VIT_BENCHMARK.md``). The 27-layer hardware figures ran FP8
-  GEMMs at F143 scale -4 with FP16 QK products, encoder PV in FP8 and MAP QK in
-  FP16 (``docs/FP8_QK_FULL_MODEL_2026_09_13.md``: 10,088,124 cycles at batch 1
-  with FP16 QK; 16,065,444 at batch 2 with FP8 encoder QK after an
-  eight-step search). This graph's matmul weights follow ``weight_dtype``
-  (every linear, the embedding included); attention products are FP16.
+  in F32 (``SIGLIP_VIT_BENCHMARK.md``). The 27-layer hardware figures ran fused
+  QKV and FP8 projection/MLP GEMMs at F143 scale -4, FP16 encoder QK, FP8
+  encoder PV, FP16 MAP QK, parameters resident
+  (``docs/FP8_QK_FULL_MODEL_2026_09_13.md``: 10,088,124 cycles at batch 1 with
+  FP16 QK; 16,065,444 at batch 2 with FP8 encoder QK after an eight-step
+  search; ``docs/GEMM_UTILIZATION_2026_09_13.md`` gives that build's per-layer
+  kernel geometries, e.g. fused QKV R244/K128/C64). This graph's matmul
+  weights follow ``weight_dtype`` (every linear, the embedding included); its
+  attention products are FP16 (an FP8 PV or QK is not expressible here yet).
 """
 
 from __future__ import annotations
