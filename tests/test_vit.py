@@ -138,6 +138,9 @@ def test_small_vit_compiles_places_simulates_and_checks():
     epochs = c.profile.samples.filter(pl.col("operation") == "mlp.fc1")["epoch"].unique().sort().to_list()
     assert epochs == [0, 1]
     assert c.profile.samples.filter(pl.col("operation") == "map.mlp.fc1")["epoch"].unique().to_list() == [0]
+    steps = c.exchange.summary.join(ph.select("phase", "block"), on="phase")
+    once, per = (int(steps.filter(pl.col("block") == b)["steps"].sum()) for b in ("main", "layer"))
+    assert c.summary()["exchange_steps"].item() == once + 2 * per     # the region's steps count per instance
     assert c.check.passed, c.check.message
     assert c.check.outputs["tensor"].to_list() == ["map.mlp.residual.out"]
 
