@@ -125,8 +125,10 @@ def test_screen_counts_the_prologue_and_epilogue_once():
     assert est[0] > layer          # the prologue and the epilogue (embedding, MAP head) add to one layer
 
 
-def test_small_vit_compiles_places_simulates_and_checks():
-    c = toolkit.compile(_small(blocks=2), options={"tiles": 64, "check": True, "fused_qkv": False})
+@pytest.mark.parametrize(("blocks", "batch"), [(2, 1), (2, 2)])
+def test_small_vit_compiles_places_simulates_and_checks(blocks, batch):
+    """Batch 2 also checks the position table broadcast over the images and one probe row per image."""
+    c = toolkit.compile(_small(blocks=blocks, batch=batch), options={"tiles": 64, "check": True, "fused_qkv": False})
     assert c.placement.fits
     assert toolkit.profile.crop(c.profile).cropped_cycles > 0
     # the region is scheduled once and run per instance; the epilogue's phases come after it, once

@@ -1,8 +1,11 @@
 """The model graph: ops, tensors and symbolic repeat regions as polars frames.
 
 A graph is small and symbolic: a repeated block (``repeat(layer, 27)``) is
-stored once, with one ``repeats`` row saying how many instances it has and
-which tensor is carried from one instance to the next. Weights of a repeated
+stored once, with one ``repeats`` row saying how many instances it has, which
+ops it spans (``first_op`` .. ``last_op``) and which tensor is carried from one
+instance to the next. Ops before that span (a prologue, e.g. a patch
+embedding) and after it (an epilogue, e.g. a pooling head) run once
+(``GraphBuilder.repeat_region``). Weights of a repeated
 block are marked ``per_instance``: each instance has its own values, stored
 once per instance only when placed. ``Graph.instances()`` expands the per-
 instance view lazily.
