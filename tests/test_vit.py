@@ -57,6 +57,15 @@ def test_siglip_vit_ops_and_shapes_b1():
     assert out["name"].to_list() == ["map.mlp.residual.out"] and out["shape"].item().to_list() == [1, 1152]
 
 
+def test_fused_qkv_fuses_the_head_kv_as_ipu_stack_does():
+    g = build_graph("siglip-vit", fused_qkv=True)
+    assert g.ops.filter(pl.col("rule") == "linear").height == 10     # ipu-stack's fused graph: 10 GEMMs
+    assert _shape(g, "attn.qkv.weight") == [1152, 3456] and _shape(g, "map.attn.kv.weight") == [1152, 2304]
+    kv = _op(g, "map.attn.kv")["output"]
+    assert _op(g, "map.attn.scores")["inputs"] == [_op(g, "map.attn.q")["output"], kv]
+    assert _op(g, "map.attn.values")["inputs"][1] == kv
+
+
 def test_siglip_vit_batch2_folds_images_and_shares_the_tables():
     g = build_graph("siglip-vit", batch=2)
     assert _shape(g, "patches") == [2 * 729, 588]
@@ -125,10 +134,11 @@ def test_screen_counts_the_prologue_and_epilogue_once():
     assert est[0] > layer          # the prologue and the epilogue (embedding, MAP head) add to one layer
 
 
-@pytest.mark.parametrize(("blocks", "batch"), [(2, 1), (2, 2)])
-def test_small_vit_compiles_places_simulates_and_checks(blocks, batch):
-    """Batch 2 also checks the position table broadcast over the images and one probe row per image."""
-    c = toolkit.compile(_small(blocks=blocks, batch=batch), options={"tiles": 64, "check": True, "fused_qkv": False})
+@pytest.mark.parametrize(("batch", "fused"), [(1, False), (2, True)])
+def test_small_vit_compiles_places_simulates_and_checks(batch, fused):
+    """Batch 2 also checks the position table broadcast over the images and one probe row per image; fused, the
+    head's K and V slices of one tensor."""
+    c = toolkit.compile(_small(blocks=2, batch=batch), options={"tiles": 64, "check": True, "fused_qkv": fused})
     assert c.placement.fits
     assert toolkit.profile.crop(c.profile).cropped_cycles > 0
     # the region is scheduled once and run per instance; the epilogue's phases come after it, once

@@ -279,9 +279,8 @@ def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndar
     for w in which:
         src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
         x = cur[src][0]
-        off = 0
-        if x.shape[1] == 3 * width:
-            off = "qkv".index(w) * width
+        held = "qkv"[3 - x.shape[1] // width:]   # a fused tensor's projections in Q, K, V order (QKV, or KV)
+        off = held.index(w) * width if len(held) > 1 else 0
         x = x[:, off:off + width].reshape(batch, -1, heads, hd).transpose(0, 2, 1, 3)   # Q and K rows may differ
         out.append(x)
     return out

@@ -88,6 +88,9 @@ def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: in
     if fused_qkv and context is None:
         qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype)
         q = k = v = qkv
+    elif fused_qkv:   # the context's K and V in one GEMM (K then V), the queries' own projection
+        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype)
+        k = v = add_linear(b, context, f"{prefix}.kv", keys * batch, width, 2 * width, weight_dtype)
     else:
         kv, kv_rows = (h, rows) if context is None else (context, keys * batch)
         q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype)

@@ -312,6 +312,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         key_of[out] = key
         if op["rule"] == "scores":    # inputs: Q then K (a fused QKV tensor: one input holding both)
             qkv_src.update(q=acts[0], k=acts[-1])
+            qkv_src.pop("v", None)
         elif op["rule"] == "values":  # inputs: P then V
             qkv_src["v"] = acts[-1]
         cached = cache.get((op["op_id"], key))
@@ -341,8 +342,9 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             width = heads * hd
             src = {k: qkv_src.get(k, qkv_src.get("v")) for k in "qkv"}
             shape = _tensor3(tensors, src["q"])
-            fused = shape[2] == 3 * width    # one QKV tensor: Q, K and V at column offsets 0, width, 2 width
-            off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
+            # a tensor holding several projections holds them in Q, K, V order (fused QKV: offsets 0, width,
+            # 2 width; a pooling head's fused KV: K at 0, V at width)
+            off = {x: [y for y in "qkv" if src[y] == src[x]].index(x) * width for x in "qkv"}
             cells = ct.size
             gemm = p.plan_of(op["name"])
             if gemm is not None:
