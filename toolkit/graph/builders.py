@@ -79,7 +79,8 @@ def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: in
                   early_casts: bool = True, layernorm: bool = True, residual: bool = True,
                   context: int | None = None, context_tokens: int | None = None) -> int:
     """Self-attention over ``x`` (``tokens`` per image), or, given ``context`` (``context_tokens`` rows per
-    image), ``x``'s queries attending over ``context``'s keys and values (separate projections)."""
+    image), ``x``'s queries attending over ``context``'s keys and values (a pooling head; ``fused_qkv`` then
+    fuses only K and V). ``layernorm`` / ``residual``: the pre-norm and the residual add around the block."""
     rows = tokens * batch
     head_dim = width // heads
     groups = batch * heads
