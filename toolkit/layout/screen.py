@@ -173,7 +173,11 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv,
                                 plans=products, stream_weights=p.stream_weights)
             cache[graph_key] = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
-        cache[key] = op_estimate(op, cache[graph_key][op["op_id"]], tensors, reps, p, target, tiles)
+        plan = cache[graph_key][op["op_id"]]
+        by_plan = (op["op_id"], "estimate", plan.key, p.partials, p.inner_block)   # all op_estimate reads
+        if by_plan not in cache:   # equal plan keys are equal plans: a LayerNorm's estimate ignores the grids
+            cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
+        cache[key] = cache[by_plan]
     return cache[key]
 
 
