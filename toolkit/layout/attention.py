@@ -22,7 +22,7 @@ import numpy as np
 
 from toolkit.costs import amp_kernel
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
-from toolkit.layout.layout import Layout, segmented_bounds
+from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 
 
 def _cells(groups: int, a: int, b: int, tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -35,6 +35,16 @@ def _head_cols(shape: tuple[int, int, int], heads: int, hd: int, offset: int) ->
     cols = shape[2]
     col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * hd, [cols]]))
     return col_b, int(np.searchsorted(col_b, offset))
+
+
+def attention_cells(batch: int, heads: int, tokens: int, row_block: int, tiles: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shared-row attention: query row blocks of ``row_block`` and the tile of every (image, head, block) cell."""
+    rb = block_bounds(tokens, row_block)
+    n_r = len(rb) - 1
+    cells = batch * heads * n_r
+    idx = np.arange(cells)
+    ct = (spread(cells, tiles) if cells <= tiles else (idx % tiles).astype(np.int32)).reshape(batch, heads, n_r)
+    return rb, ct
 
 
 def head_rows_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, hd: int, offset: int,
@@ -186,6 +196,7 @@ def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, h
 
 
 __all__ = [
+    "attention_cells",
     "attention_grid",
     "head_rows_need",
     "qkv_need",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION, amp_kernel
-from toolkit.layout.attention import attention_grid, qkv_need, softmax_rows
+from toolkit.layout.attention import attention_cells, attention_grid, qkv_need, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
@@ -215,15 +215,6 @@ def _row_geometry(batch: int, tokens: int, p: LayoutParams, tiles: int, cache: d
     return cache[tokens]
 
 
-def attention_cells(batch: int, heads: int, tokens: int, p: LayoutParams, tiles: int) -> tuple[np.ndarray, np.ndarray]:
-    rb = block_bounds(tokens, p.row_block)
-    n_r = len(rb) - 1
-    cells = batch * heads * n_r
-    idx = np.arange(cells)
-    ct = (spread(cells, tiles) if cells <= tiles else (idx % tiles).astype(np.int32)).reshape(batch, heads, n_r)
-    return rb, ct
-
-
 def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
     shape = tensors[tid]["shape"]
     return (1, *shape) if len(shape) == 2 else ((1, 1, shape[0]) if len(shape) == 1 else tuple(shape))
@@ -293,11 +284,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     cache = {} if cache is None else cache
     key_of: dict[int, tuple] = {}
     batch = int(params["batch"])
-    geometry: dict[int, tuple] = {}
-
-    def rows_of(tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        return _row_geometry(batch, tokens, p, tiles, geometry)
-
+    geometry: dict[int, tuple] = {}   # per rows-per-image: _row_geometry
     layout_of: dict[int, Layout] = {}
     plans: list[OpPlan] = []
     attn_cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -322,17 +309,19 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             continue
         for t in acts:
             if t not in layout_of:  # graph input: lives on the stream layout
-                _rb, in_bounds, in_homes, in_cells = rows_of(_tensor3(tensors, t)[1] // batch)
+                in_rows = _tensor3(tensors, t)[1] // batch
+                _rb, in_bounds, in_homes, in_cells = _row_geometry(batch, in_rows, p, tiles, geometry)
                 layout_of[t] = stream_layout(in_bounds, _tensor3(tensors, t), in_homes).with_cells(in_cells)
         if kind == "matmul" and wts:
-            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_of(int(op["rows"]) // batch)[0], tiles,
+            rows_b = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)[0]
+            plan = linear_plan(op, acts[0], wts[0], wts[1], out, p, rows_b, tiles,
                                PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]))
         elif kind == "matmul":   # queries: the op's rows; keys: the scores' columns, the values' inner
             tokens, keys = int(op["rows"]), int(op["cols"] if op["rule"] == "scores" else op["inner"])
             heads = int(op["groups"]) // batch
             hd = int(op["inner"] if op["rule"] == "scores" else op["cols"])
             rb, ct = attn_cells.get(tokens) or attn_cells.setdefault(
-                tokens, attention_cells(batch, heads, tokens, p, tiles))
+                tokens, attention_cells(batch, heads, tokens, p.row_block, tiles))
             ci = np.arange(ct.size).reshape(ct.shape)
             n_rb = len(rb) - 1
             s_shape = (batch * heads, tokens, keys)
@@ -381,7 +370,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
                               needs=needs, output=o_lay)
         elif kind in ("layernorm", "add"):
-            _rb, stream_bounds, homes, _ci = rows_of(int(op["rows"]) // batch)
+            _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)
         elif layout_of[acts[0]].counts[2] > 1 and kind == "softmax":   # key-split scores: gather complete rows
             lay = softmax_rows(layout_of[acts[0]], tiles)
