@@ -93,7 +93,9 @@ class Compilation:
                    .group_by("phase", "instance").agg(pl.col("calls", "launches").max())
                    .select(pl.col("calls", "launches").sum()).collect())
         chosen = self.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
-        inst = self.schedule.repeats.select(pl.col("instances").max()).item() if self.schedule.repeats.height else 1
+        times = self.schedule.phases.select("phase", block_instances(self.schedule.repeats).alias("times"))
+        steps = (self.exchange.summary.join(times, on="phase", how="left")   # a repeated region's per instance
+                 .select((pl.col("steps") * pl.col("times").fill_null(1)).sum()).item())
         occ = self.placement.occupancy
         peak = int(occ["live_bytes"].max()) if occ.height else int(chosen["peak_live_bytes"])
         return pl.DataFrame({
@@ -106,7 +108,7 @@ class Compilation:
             "commands": [counts["commands"]],
             "transfers": [counts["transfers"]],
             "objects": [counts["objects"]],
-            "exchange_steps": [int(self.exchange.summary["steps"].sum()) * inst],
+            "exchange_steps": [int(steps or 0)],
             "peak_sram_bytes": [peak],
             "placed": [self.placement.fits],
             "tiles_used": [int(self.tiles.per_tile.height)],

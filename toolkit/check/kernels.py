@@ -109,7 +109,7 @@ def softmax(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
 
 
 def add(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
-    return ins[0] + ins[1]
+    return ins[0] + (ins[1] if len(ins) > 1 else ws[0])   # a weight operand: the table rows of these rows
 
 
 Rule = Callable[[list[np.ndarray], list, KernelContext], np.ndarray]

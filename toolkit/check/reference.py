@@ -196,14 +196,24 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only
     # results die after the last op of the instance that reads them (the carried value lives on into the next)
     last_read = {t: k for k, op in enumerate(ops) for t in op["inputs"]}
     keep = {carried[1]} if carried is not None else set()
+    if reps.height:   # prologue results the repeated region reads stay for all its instances
+        first_op, last_op = int(reps["first_op"][0]), int(reps["last_op"][0])
+        made = {op["output"] for op in ops[:first_op]}
+        keep |= {t for op in ops[first_op:last_op + 1] for t in op["inputs"] if t in made and t != carried[0]}
     cur: dict[int, np.ndarray] = {t: v[0] for t, v in data.values.items() if roles[t] == "input"}
     values: dict[tuple[int, int], np.ndarray] = {}
     scales: dict[tuple[int, int], float] = {}
-    for inst in range(n_inst):
+    # the ops before the repeated region run once as instance 0, its ops once per instance, the ops after it
+    # once as the last instance (the instance whose result they read)
+    first, last = (int(reps["first_op"][0]), int(reps["last_op"][0])) if reps.height else (0, len(ops) - 1)
+    runs = [(0, range(first))] + [(i, range(first, last + 1)) for i in range(n_inst)] + [
+        (n_inst - 1, range(last + 1, len(ops)))]
+    for inst, ks in runs:
         for t, v in data.values.items():
             if roles[t] == "weight":
                 cur[t] = v[min(inst, v.shape[0] - 1)]
-        for k, op in enumerate(ops):
+        for k in ks:
+            op = ops[k]
             out = op["output"]
             y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset())
             if stored and dtypes[out] == "f16":   # as the program stores it (in place: no second large buffer)
@@ -218,7 +228,7 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only
             for t in {*op["inputs"], out}:
                 if roles[t] in ("activation", "output") and last_read.get(t, -1) <= k and t not in keep:
                     del cur[t]
-        if carried is not None:
+        if carried is not None and ks and ks[-1] == last and inst < n_inst - 1:
             cur[carried[0]] = cur.pop(carried[1])
     return Reference(values=values, scales=scales, shapes=shapes)
 
@@ -244,33 +254,34 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
         probs = cur[ins[0]]
         (v,) = _heads(op, cur, p, ("v",))
         b, h, t, d = v.shape
-        o = np.matmul(probs.reshape(b, h, t, t), v)
-        return o.transpose(0, 2, 1, 3).reshape(1, b * t, h * d)
+        q = int(op["rows"])   # query rows per image (keys: t)
+        o = np.matmul(probs.reshape(b, h, q, t), v)
+        return o.transpose(0, 2, 1, 3).reshape(1, b * q, h * d)
     if kind == "layernorm":
         return layernorm(acts[0], wts[0][0], wts[1][0])[None]
     if kind == "gelu":
         return on_f16(gelu, cur[ins[0]])
     if kind == "softmax":
         return softmax(cur[ins[0]], 1.0 / np.sqrt(float(p["head_dim"])))
-    if kind == "add":
-        return (acts[0] + acts[1])[None]
+    if kind == "add":   # a weight operand is a per-token table (position embedding) broadcast over the images
+        other = acts[1] if len(acts) > 1 else np.tile(wts[0], (acts[0].shape[0] // wts[0].shape[0], 1))
+        return (acts[0] + other)[None]
     msg = f"the functional check has no reference for op {name!r} of kind {kind!r}"
     raise NotImplementedError(msg)
 
 
 def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndarray]:
     """Q, K or V of an attention op as ``[batch, heads, tokens, head_dim]`` (fused QKV sliced by column)."""
-    batch, heads, tokens, hd = int(p["batch"]), int(p["heads"]), int(p["tokens"]), int(p["head_dim"])
+    batch, heads, hd = int(p["batch"]), int(p["heads"]), int(p["head_dim"])
     width = heads * hd
     ins = list(op["inputs"])
     out = []
     for w in which:
         src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
         x = cur[src][0]
-        off = 0
-        if x.shape[1] == 3 * width:
-            off = "qkv".index(w) * width
-        x = x[:, off:off + width].reshape(batch, tokens, heads, hd).transpose(0, 2, 1, 3)
+        held = "qkv"[3 - x.shape[1] // width:]   # a fused tensor's projections in Q, K, V order (QKV, or KV)
+        off = held.index(w) * width if len(held) > 1 else 0
+        x = x[:, off:off + width].reshape(batch, -1, heads, hd).transpose(0, 2, 1, 3)   # Q and K rows may differ
         out.append(x)
     return out
 

@@ -93,6 +93,9 @@ class Runner:
         reps = c.graph.repeats
         self.carried = (int(reps["carried_in"][0]), int(reps["carried_out"][0])) if reps.height else None
         g = c.graph
+        # results of the ops before the repeated region (its prologue): one instance, read as instance 0
+        first_op = int(reps["first_op"].min()) if reps.height else 0
+        self.prologue = set(g.ops.filter(pl.col("op_id") < first_op)["output"].to_list())
         self.ctx = context(g, partials)
         self.ctx64 = context(g, "f32")   # the local reference: the same rule in float64, FP32 accumulation
         self.fmt = formats(g)
@@ -118,7 +121,8 @@ class Runner:
             self.rel[int(inst)] = arr
 
     def order(self) -> list[tuple[int, int, str]]:
-        """(phase, instance, kind) in execution order: a repeat block's phases once per instance."""
+        """(phase, instance, kind) in execution order: a repeat block's phases once per instance; the phases
+        before it run as instance 0, those after it (an epilogue) as its last instance, whose results they read."""
         ph = self.c.schedule.phases.sort("phase")
         kinds = dict(zip(ph["phase"].to_list(), ph["kind"].to_list(), strict=True))
         reps = {int(f): (int(lst), int(n)) for f, lst, n in zip(
@@ -127,6 +131,7 @@ class Runner:
         out = []
         phases = ph["phase"].to_list()
         i = 0
+        after = 0
         while i < len(phases):
             p = phases[i]
             if p in reps:
@@ -134,8 +139,9 @@ class Runner:
                 block = [q for q in phases if p <= q <= last]
                 out.extend((q, inst, kinds[q]) for inst in range(n) for q in block)
                 i += len(block)
+                after = n - 1
             else:
-                out.append((p, 0, kinds[p]))
+                out.append((p, after, kinds[p]))
                 i += 1
         return out
 
@@ -249,6 +255,8 @@ class Runner:
         """The tensor instance a read of ``tensor`` in ``inst`` finds (a carried input: the last instance's output)."""
         if self.carried is not None and tensor == self.carried[0] and inst > 0:
             return self.carried[1], inst - 1
+        if tensor in self.prologue:
+            return tensor, 0
         return tensor, inst
 
     def _expected_bits(self, tensor: int, inst: int) -> np.ndarray | None:

@@ -96,25 +96,34 @@ def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, ba
 def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: int, batch: int,
                   fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn",
                   early_casts: bool = True, biases: bool = True, layernorm: bool = True, residual: bool = True,
-                  projection: bool = True) -> int:
+                  projection: bool = True, context: int | None = None, context_tokens: int | None = None) -> int:
+    """Self-attention over ``x`` (``tokens`` per image), or, given ``context`` (``context_tokens`` rows per
+    image), ``x``'s queries attending over ``context``'s keys and values (a pooling head; ``fused_qkv`` then
+    fuses only K and V). ``layernorm`` / ``residual``: the pre-norm and the residual add around the block;
+    ``biases``: the projections' biases; ``projection``: the output projection after the heads."""
     rows = tokens * batch
     head_dim = width // heads
     groups = batch * heads
+    keys = tokens if context is None else context_tokens
     h = add_layernorm(b, x, f"{prefix}.ln", rows, width, _fed(weight_dtype, early_casts)) if layernorm else x
-    if fused_qkv:
+    if fused_qkv and context is None:
         qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype, biases)
         q = k = v = qkv
-    else:
+    elif fused_qkv:   # the context's K and V in one GEMM (K then V), the queries' own projection
         q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype, biases)
-        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype, biases)
-        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype, biases)
-    s = b.tensor(f"{prefix}.scores.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.scores", OpKind.MATMUL, [q] if q == k else [q, k], s, rows=tokens, cols=tokens,
+        k = v = add_linear(b, context, f"{prefix}.kv", keys * batch, width, 2 * width, weight_dtype, biases)
+    else:
+        kv, kv_rows = (h, rows) if context is None else (context, keys * batch)
+        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype, biases)
+        k = add_linear(b, kv, f"{prefix}.k", kv_rows, width, width, weight_dtype, biases)
+        v = add_linear(b, kv, f"{prefix}.v", kv_rows, width, width, weight_dtype, biases)
+    s = b.tensor(f"{prefix}.scores.out", (groups, tokens, keys), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.scores", OpKind.MATMUL, [q] if q == k else [q, k], s, rows=tokens, cols=keys,
          inner=head_dim, groups=groups, rule=Rule.SCORES)   # inputs: Q then K (one fused QKV tensor: both)
-    p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.softmax", OpKind.SOFTMAX, [s], p, rows=tokens, cols=tokens, groups=groups)
+    p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, keys), DType.F16, Role.ACTIVATION)
+    b.op(f"{prefix}.softmax", OpKind.SOFTMAX, [s], p, rows=tokens, cols=keys, groups=groups)
     o = b.tensor(f"{prefix}.values.out", (rows, width), DType.F16, Role.ACTIVATION)
-    b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups,
+    b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=keys, groups=groups,
          rule=Rule.VALUES)
     y = add_linear(b, o, f"{prefix}.proj", rows, width, width, weight_dtype, biases) if projection else o
     return _residual(b, x, y, prefix, rows, width, residual)

@@ -1,8 +1,11 @@
 """The model graph: ops, tensors and symbolic repeat regions as polars frames.
 
 A graph is small and symbolic: a repeated block (``repeat(layer, 27)``) is
-stored once, with one ``repeats`` row saying how many instances it has and
-which tensor is carried from one instance to the next. Weights of a repeated
+stored once, with one ``repeats`` row saying how many instances it has, which
+ops it spans (``first_op`` .. ``last_op``) and which tensor is carried from one
+instance to the next. Ops before that span (a prologue, e.g. a patch
+embedding) and after it (an epilogue, e.g. a pooling head) run once
+(``GraphBuilder.repeat_region``). Weights of a repeated
 block are marked ``per_instance``: each instance has its own values, stored
 once per instance only when placed. ``Graph.instances()`` expands the per-
 instance view lazily.
@@ -11,6 +14,7 @@ instance view lazily.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -159,6 +163,28 @@ class GraphBuilder:
 
     def set_role(self, tid: int, role: Role) -> None:
         self._tensors["role"][tid] = str(role)
+
+    def repeat_region(self, block: str, instances: int, x: int, body: Callable[[GraphBuilder, int], int]) -> int:
+        """Append ``body(self, x)`` as the graph's repeated region: its ops and tensors tagged ``block``, its
+        weights per instance, ``x`` carried in and the body's result carried out (and returned). Ops appended
+        before form the prologue, ops after it the epilogue; both run once."""
+        if self.block != "main" or self._repeats["block"]:
+            msg = f"graph {self.name!r} already has a repeated region; a graph has at most one"
+            raise ModelError(msg, field="block", value=block)
+        first_op, first_tensor = self.next_op, len(self._tensors["tensor_id"])
+        self.block = block
+        try:
+            out = body(self, x)
+        finally:
+            self.block = "main"
+        if self.next_op == first_op:
+            msg = f"repeated region {block!r} of graph {self.name!r} has no ops"
+            raise ModelError(msg, field="block", value=block)
+        roles = self._tensors["role"]
+        for t in range(first_tensor, len(roles)):
+            self._tensors["per_instance"][t] = roles[t] == Role.WEIGHT
+        self.add_repeat(block, instances, first_op, self.next_op - 1, x, out)
+        return out
 
     def add_repeat(self, block: str, instances: int, first_op: int, last_op: int, carried_in: int,
                    carried_out: int) -> None:

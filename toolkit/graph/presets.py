@@ -54,16 +54,18 @@ import polars as pl
 from toolkit.errors import ModelError
 from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
 from toolkit.graph.ir import DType, Graph
+from toolkit.graph.vit import SO400M_IMAGE, SO400M_PATCH, vit_model
 from toolkit.options import WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
-KINDS = ("mlp", "attention", "encoder")
+KINDS = ("mlp", "attention", "encoder", "vit")
 #: the graph switches of each workload kind (Workload fields whose non-default value changes the built graph);
 #: a switch set on a kind that has no such op is refused by name
 SWITCHES: dict[str, tuple[str, ...]] = {
     "mlp": ("biases", "layernorm", "residual", "host_layout"),
     "attention": ("biases", "layernorm", "residual", "projection", "host_layout"),
     "encoder": ("biases", "layernorm", "residual", "projection", "host_layout"),
+    "vit": (),   # the hardware's whole model as it ran; its patches and probe are host-placed
 }
 _SWITCH_DEFAULTS = {"biases": True, "layernorm": True, "residual": True, "projection": True, "host_layout": False}
 
@@ -91,6 +93,8 @@ class Workload:
     residual: bool = True            # each block adds its input to its result (False: the result is the output)
     projection: bool = True          # attention's output projection (False: the concatenated heads are the output)
     host_layout: bool = False        # the host writes the input in its first consumer's operand layout (no gather)
+    image: int | None = None         # vit: image side in pixels (None: 378, the So400m/14 384 model's usable region)
+    patch: int | None = None         # vit: patch side in pixels (None: 14); tokens = (image / patch) ** 2
     description: str = ""
 
 
@@ -100,6 +104,9 @@ _BASE = {"tokens": 196, "width": 768, "hidden": 3072, "heads": 12, "head_dim": 6
 PRESETS: dict[str, Workload] = {w.name: w for w in (
     Workload(name="siglip-so400m", kind="encoder", **_SO400M, blocks=27,
              description="SigLIP so400m vision encoder: 27 encoder layers"),
+    Workload(name="siglip-vit", kind="vit", **_SO400M, blocks=27,
+             description="SigLIP so400m/14 vision model at 384: patch embedding, 27 encoder layers, MAP head "
+                         "(ipu-stack's siglip-vit-benchmark, docs/SIGLIP_VIT_BENCHMARK.md)"),
     Workload(name="siglip-base", kind="encoder", **_BASE, blocks=12,
              description="SigLIP base vision encoder: 12 encoder layers"),
     Workload(name="mlp-small-repeat", kind="mlp", tokens=129, width=128, hidden=256, blocks=3, compute_tiles=64,
@@ -178,6 +185,13 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
                             fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts,
                             **switches)
+    elif w.kind == "vit":   # the whole model: its encoder layers are its own repeated region
+        g = vit_model(width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"), batch=w.batch,
+                      blocks=w.blocks, head_dim=w.head_dim, fused_qkv=w.fused_qkv, weight_dtype=wd,
+                      early_casts=w.early_casts, image=w.image or SO400M_IMAGE, patch=w.patch or SO400M_PATCH)
+        if g.params["tokens"] != w.tokens:
+            msg = f"tokens={w.tokens} disagrees with the {g.params['tokens']} patches of workload {w.name!r}"
+            raise ModelError(msg, field="tokens", value=w.tokens)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
                           batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
@@ -185,7 +199,7 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)
-    if w.blocks > 1:
+    if w.blocks > 1 and not g.repeats.height:
         g = repeat(g, w.blocks, name="layer" if w.kind == "encoder" else "block")
     params = {**dataclasses.asdict(w), **g.params}
     return Graph(name=w.name, ops=g.ops, tensors=g.tensors, repeats=g.repeats, params=params)

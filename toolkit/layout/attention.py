@@ -22,7 +22,7 @@ import numpy as np
 
 from toolkit.costs import amp_kernel
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
-from toolkit.layout.layout import Layout, segmented_bounds
+from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 
 
 def _cells(groups: int, a: int, b: int, tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -35,6 +35,16 @@ def _head_cols(shape: tuple[int, int, int], heads: int, hd: int, offset: int) ->
     cols = shape[2]
     col_b = np.unique(np.concatenate([[0], offset + np.arange(heads + 1) * hd, [cols]]))
     return col_b, int(np.searchsorted(col_b, offset))
+
+
+def attention_cells(batch: int, heads: int, tokens: int, row_block: int, tiles: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shared-row attention: query row blocks of ``row_block`` and the tile of every (image, head, block) cell."""
+    rb = block_bounds(tokens, row_block)
+    n_r = len(rb) - 1
+    cells = batch * heads * n_r
+    idx = np.arange(cells)
+    ct = (spread(cells, tiles) if cells <= tiles else (idx % tiles).astype(np.int32)).reshape(batch, heads, n_r)
+    return rb, ct
 
 
 def head_rows_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, hd: int, offset: int,
@@ -56,18 +66,20 @@ def head_rows_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: 
 
 
 def scores_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, q_shape, q_off: int, k_off: int,
-                tiles: int) -> dict:
-    """Cells, needs (Q by query shard, K by key shard) and the output of an ``m x n`` scores grid per head."""
+                tiles: int, *, keys: int | None = None, k_shape=None) -> dict:
+    """Cells, needs (Q by query shard, K by key shard) and the output of an ``m x n`` scores grid per head
+    (``tokens`` query rows against ``keys`` key rows per image, of ``k_shape``; by default the queries')."""
     groups = batch * heads
-    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(tokens, gemm.n)
+    keys = tokens if keys is None else keys
+    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(keys, gemm.n)
     m, n = len(qb) - 1, len(kb) - 1
     ct, ci, wave = _cells(groups, m, n, tiles)
     g4 = (batch, heads)
     q_need = head_rows_need(q_shape, batch, heads, tokens, hd, q_off, qb,
                             ct.reshape(*g4, m, n), ci.reshape(*g4, m, n))
-    k_need = head_rows_need(q_shape, batch, heads, tokens, hd, k_off, kb,
+    k_need = head_rows_need(q_shape if k_shape is None else k_shape, batch, heads, keys, hd, k_off, kb,
                             ct.reshape(*g4, m, n).transpose(0, 1, 3, 2), ci.reshape(*g4, m, n).transpose(0, 1, 3, 2))
-    out = Layout((groups, tokens, tokens), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
+    out = Layout((groups, tokens, keys), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
     rows, cols = np.diff(qb)[None, :, None], np.diff(kb)[None, None, :]
     shape = np.stack(np.broadcast_arrays(rows + 0 * ct, cols + 0 * ct, np.full_like(ct, hd), np.ones_like(ct)),
                      -1).reshape(-1, 4)
@@ -94,15 +106,17 @@ def softmax_rows(scores: Layout, tiles: int) -> Layout:
 
 
 def values_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, v_shape, v_off: int,
-                out_shape, tiles: int) -> dict:
-    """Cells, needs (P blocks, V by key shard), partials and output of an ``m x 1 x k`` values grid per head."""
+                out_shape, tiles: int, *, keys: int | None = None) -> dict:
+    """Cells, needs (P blocks, V by key shard), partials and output of an ``m x 1 x k`` values grid per head
+    (``tokens`` query rows, ``keys`` value rows per image; by default as many as queries)."""
     groups = batch * heads
-    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(tokens, gemm.k)
+    keys = tokens if keys is None else keys
+    qb, kb = balanced_bounds(tokens, gemm.m), balanced_bounds(keys, gemm.k)
     m, k = len(qb) - 1, len(kb) - 1
     ct, ci, wave = _cells(groups, m, k, tiles)
     g4 = (batch, heads)
-    p_need = Layout((groups, tokens, tokens), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
-    v_need = head_rows_need(v_shape, batch, heads, tokens, hd, v_off, kb,
+    p_need = Layout((groups, tokens, keys), (np.arange(groups + 1), qb, kb), ct[..., None], ci[..., None])
+    v_need = head_rows_need(v_shape, batch, heads, keys, hd, v_off, kb,
                             ct.reshape(*g4, m, k).transpose(0, 1, 3, 2), ci.reshape(*g4, m, k).transpose(0, 1, 3, 2))
     rows, inner = np.diff(qb)[None, :, None], np.diff(kb)[None, None, :]
     shape = np.stack(np.broadcast_arrays(rows + 0 * ct, np.full_like(ct, hd), inner + 0 * ct, np.ones_like(ct)),
@@ -128,21 +142,25 @@ def values_grid(gemm: GemmPlan, batch: int, heads: int, tokens: int, hd: int, v_
 
 
 def attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: dict, shape, batch: int, heads: int,
-                   tokens: int, hd: int, out_shape, partials: str, tiles: int) -> dict:
+                   tokens: int, hd: int, out_shape, partials: str, tiles: int, *, keys: int | None = None,
+                   kv_shape=None) -> dict:
     """The OpPlan fields of a scores or values op on its own per-head grid.
 
     ``src``/``off``: the Q, K and V tensors and their column offsets (a fused
     QKV tensor holds all three); the AMP coefficient operand (K for scores, V
-    for values) is named in ``coefficient``.
+    for values) is named in ``coefficient``. ``keys`` / ``kv_shape``: the key
+    rows per image and the K (scores) or V (values) tensor's shape, when they
+    differ from the queries' (a pooling head's one query per image).
     """
     common = {"op_id": op["op_id"], "name": op["name"], "kind": op["kind"], "kernel": amp_kernel("f16")}
     if op["rule"] == "scores":
-        g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles)
+        g = scores_grid(gemm, batch, heads, tokens, hd, shape, off["q"], off["k"], tiles, keys=keys, k_shape=kv_shape)
         k_key = -src["k"] - 1 if src["k"] == src["q"] else src["k"]   # fused: two slices of one tensor
         return {**common, "rule": "scores", "cell_tiles": g["cell_tiles"], "cell_shape": g["cell_shape"],
                 "cell_wave": g["cell_wave"], "needs": {src["q"]: g["q"], k_key: g["k"]}, "output": g["output"],
                 "coefficient": k_key}
-    g = values_grid(gemm, batch, heads, tokens, hd, shape, off["v"], out_shape, tiles)
+    g = values_grid(gemm, batch, heads, tokens, hd, shape if kv_shape is None else kv_shape, off["v"], out_shape,
+                    tiles, keys=keys)
     split = "partials" in g
     return {**common, "kernel": amp_kernel("f16", partials if split else None),
             "rule": "values", "cell_tiles": g["cell_tiles"], "cell_shape": g["cell_shape"],
@@ -178,6 +196,7 @@ def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, h
 
 
 __all__ = [
+    "attention_cells",
     "attention_grid",
     "head_rows_need",
     "qkv_need",

@@ -62,7 +62,8 @@ def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
 
 def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
                  tiles: int) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
-    """Pinned plans per graph variant: a key matches the op named it or ending in ``"." + key``.
+    """Pinned plans per graph variant: a key matches the op named it, else every op ending in ``"." + key``
+    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both).
 
     Unknown keys, keys naming an op that is not a linear, malformed plans and
     plans needing more tiles than the compute tiles raise errors naming the op
@@ -72,11 +73,12 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
     names = sorted({op["name"] for ops in variants.values() for op in ops})
     for key, text in pins:
         matched = False
+        exact = key in names
         for v, ops in variants.items():
             lin = {op["name"] for op in linear_ops(ops, tensors[v])}
             products = {op["name"] for op in ops if op["rule"] in ("scores", "values")}   # attention products
             for op in ops:
-                if op["name"] != key and not op["name"].endswith("." + key):
+                if op["name"] != key and (exact or not op["name"].endswith("." + key)):
                     continue
                 matched = True
                 if op["name"] not in lin | products:
@@ -263,21 +265,29 @@ def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row
                     ) -> list[tuple]:
     """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
     for ``m, m'`` in :data:`GRID_ROWS` (a pinned ``row_block``: ``ceil(tokens / row_block)`` query shards), each
-    filling the tiles (pinned products stay as pinned)."""
-    names = {op["rule"]: op["name"] for op in ops if op["rule"] in ("scores", "values")}
-    if "scores" not in names or "values" not in names:
+    filling the tiles (pinned products stay as pinned). Every attention of the graph (each scores op and the
+    values op after it) gets the grid, its query shards at most its own query rows (a pooling head has one) and
+    its key shards at most its keys."""
+    scores = [op for op in ops if op["rule"] == "scores"]
+    values = [op for op in ops if op["rule"] == "values"]
+    if not scores or len(scores) != len(values):
         return [()]
-    groups = int(params["batch"]) * int(params["heads"])
     tokens = int(params["tokens"])
     out: list[tuple] = [()]
     shards = GRID_ROWS if row_block is None else (-(-tokens // row_block),)
     for ms, mv in itertools.product(shards, shards):
-        n, k = tiles // (groups * ms), tiles // (groups * mv)
-        if min(n, k) < 1 or ms > tokens or mv > tokens:
-            continue
-        grid = {names["scores"]: GemmPlan(m=ms, n=min(n, tokens), k=1),
-                names["values"]: GemmPlan(m=mv, n=1, k=min(k, tokens))}
-        out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
+        grid = {}
+        for sc, va in zip(scores, values, strict=True):
+            q, keys, groups = int(sc["rows"]), int(sc["cols"]), int(sc["groups"])
+            m_s, m_v = min(ms, q), min(mv, q)
+            n, k = tiles // (groups * m_s), tiles // (groups * m_v)
+            if min(n, k) < 1 or (q == tokens and max(ms, mv) > tokens):
+                grid = {}
+                break
+            grid[sc["name"]] = GemmPlan(m=m_s, n=min(n, keys), k=1)
+            grid[va["name"]] = GemmPlan(m=m_v, n=1, k=min(k, keys))
+        if grid:
+            out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
     return list(dict.fromkeys(out))
 
 

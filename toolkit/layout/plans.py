@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION, amp_kernel
-from toolkit.layout.attention import attention_grid, qkv_need, softmax_rows
+from toolkit.layout.attention import attention_cells, attention_grid, qkv_need, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
@@ -209,13 +209,14 @@ def _fields(plan: OpPlan) -> dict:
     return {name: getattr(plan, name) for name in OpPlan.__slots__}
 
 
-def attention_cells(batch: int, heads: int, tokens: int, p: LayoutParams, tiles: int) -> tuple[np.ndarray, np.ndarray]:
-    rb = block_bounds(tokens, p.row_block)
-    n_r = len(rb) - 1
-    cells = batch * heads * n_r
-    idx = np.arange(cells)
-    ct = (spread(cells, tiles) if cells <= tiles else (idx % tiles).astype(np.int32)).reshape(batch, heads, n_r)
-    return rb, ct
+def _row_geometry(batch: int, tokens: int, p: LayoutParams, tiles: int, cache: dict) -> tuple:
+    """Matmul row blocks, residual stream rows, their home tiles and cells, of ``tokens`` rows per image (an
+    op's own: a pooling head has one row per image), kept in ``cache``."""
+    if tokens not in cache:
+        stream_b = segmented_bounds(batch, tokens, p.stream_block or p.row_block)
+        cache[tokens] = (segmented_bounds(batch, tokens, p.row_block), stream_b,
+                         home_tiles(len(stream_b) - 1, tiles), np.arange(len(stream_b) - 1))
+    return cache[tokens]
 
 
 def _tensor3(tensors: dict, tid: int) -> tuple[int, int, int]:
@@ -260,11 +261,20 @@ def _stream_plan(op: dict, tensors: dict, acts: list[int], wts: list[int], strea
     if p.stream_weights == "gathered":   # stored once over the home tiles, gathered before every use
         weights = {t: stream_store(width, homes) for t in wts}
         needs.update({t: whole.with_cells(ci_home.reshape(1, 1, 1, -1)) for t in wts})
+    slots = {t: ci_home for t in wts if t not in needs}
+    for t in (t for t in wts if len(tensors[t]["shape"]) == 2):   # a per-token table (the position embedding),
+        tokens = int(tensors[t]["shape"][0])                      # broadcast over the images: each image's home
+        images = int(stream_bounds[-1]) // tokens                 # tiles hold the table rows of their rows
+        per = n_r // images
+        weights[t] = Layout((1, tokens, width), (g1, stream_bounds[:per + 1], np.array([0, width])),
+                            homes.reshape(images, per).T.reshape(1, per, 1, images))
+        needs.pop(t, None)
+        slots[t] = (ci_home % per) * images + ci_home // per
     rows = np.diff(stream_bounds)
     shape_arr = np.stack([rows, np.full(n_r, width), np.zeros(n_r, int), np.ones(n_r, int)], -1)
     return OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="stream", kernel=op["kind"],
                   cell_tiles=homes, cell_shape=shape_arr, needs=needs, weights=weights,
-                  weight_slots={t: ci_home for t in wts if t not in needs}, output=stream)
+                  weight_slots=slots, output=stream)
 
 
 def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: LayoutParams, tiles: int,
@@ -277,15 +287,11 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     """
     cache = {} if cache is None else cache
     key_of: dict[int, tuple] = {}
-    batch, tokens = int(params["batch"]), int(params["tokens"])
-    rows_bounds = segmented_bounds(batch, tokens, p.row_block)            # matmul row blocks
-    stream_bounds = segmented_bounds(batch, tokens, p.stream_block or p.row_block)  # residual stream rows
-    n_r = len(stream_bounds) - 1
-    homes = home_tiles(n_r, tiles)
-    ci_home = np.arange(n_r)
+    batch = int(params["batch"])
+    geometry: dict[int, tuple] = {}   # per rows-per-image: _row_geometry
     layout_of: dict[int, Layout] = {}
     plans: list[OpPlan] = []
-    attn_cells = None
+    attn_cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     qkv_src: dict[str, int] = {}
     for op in ops:
         ins = list(op["inputs"])
@@ -297,58 +303,68 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         key_of[out] = key
         if op["rule"] == "scores":    # inputs: Q then K (a fused QKV tensor: one input holding both)
             qkv_src.update(q=acts[0], k=acts[-1])
+            qkv_src.pop("v", None)
         elif op["rule"] == "values":  # inputs: P then V
             qkv_src["v"] = acts[-1]
         fresh = [t for t in dict.fromkeys(acts) if t not in layout_of]   # graph inputs this op reads first
-        for t in fresh:   # start on the stream layout (host-placed inputs move to this op's need below)
-            layout_of[t] = stream_layout(stream_bounds, _tensor3(tensors, t), homes).with_cells(ci_home)
+        for t in fresh:   # start on the stream layout of their own rows (host-placed inputs move to this op's need)
+            in_rows = _tensor3(tensors, t)[1] // batch
+            _rb, in_bounds, in_homes, in_cells = _row_geometry(batch, in_rows, p, tiles, geometry)
+            layout_of[t] = stream_layout(in_bounds, _tensor3(tensors, t), in_homes).with_cells(in_cells)
         cached = cache.get((op["op_id"], key))
         if cached is not None:
             plans.append(_with_inputs(cached, fresh, tensors, layout_of))
             layout_of[out] = cached.output
             continue
         if kind == "matmul" and wts:
-            plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, out, p, rows_bounds, tiles,
+            rows_b = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)[0]
+            plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, out, p, rows_b, tiles,
                                PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]))
-        elif kind == "matmul":
-            heads, hd = int(params["heads"]), int(params["head_dim"])
-            if attn_cells is None:
-                attn_cells = attention_cells(batch, heads, tokens, p, tiles)
-            rb, ct = attn_cells
+        elif kind == "matmul":   # queries: the op's rows; keys: the scores' columns, the values' inner
+            tokens, keys = int(op["rows"]), int(op["cols"] if op["rule"] == "scores" else op["inner"])
+            heads = int(op["groups"]) // batch
+            hd = int(op["inner"] if op["rule"] == "scores" else op["cols"])
+            rb, ct = attn_cells.get(tokens) or attn_cells.setdefault(
+                tokens, attention_cells(batch, heads, tokens, p.row_block, tiles))
             ci = np.arange(ct.size).reshape(ct.shape)
             n_rb = len(rb) - 1
-            s_shape = (batch * heads, tokens, tokens)
+            s_shape = (batch * heads, tokens, keys)
             s_tiles = ct.reshape(batch * heads, n_rb)[:, :, None, None]
             s_cells = ci.reshape(batch * heads, n_rb)[:, :, None, None]
-            s_lay = Layout(s_shape, (np.arange(batch * heads + 1), rb, np.array([0, tokens])), s_tiles, s_cells)
+            s_lay = Layout(s_shape, (np.arange(batch * heads + 1), rb, np.array([0, keys])), s_tiles, s_cells)
             width = heads * hd
             src = {k: qkv_src.get(k, qkv_src.get("v")) for k in "qkv"}
             shape = _tensor3(tensors, src["q"])
-            fused = shape[2] == 3 * width    # one QKV tensor: Q, K and V at column offsets 0, width, 2 width
-            off = {k: (i * width if fused else 0) for i, k in enumerate("qkv")}
+            # a tensor holding several projections holds them in Q, K, V order (fused QKV: offsets 0, width,
+            # 2 width; a pooling head's fused KV: K at 0, V at width)
+            off = {x: [y for y in "qkv" if src[y] == src[x]].index(x) * width for x in "qkv"}
             cells = ct.size
             gemm = p.plan_of(op["name"])
             if gemm is not None:
                 plan = OpPlan(**attention_grid(op, gemm, acts, src, off, shape, batch, heads, tokens, hd,
-                                               _tensor3(tensors, op["output"]), p.partials, tiles))
+                                               _tensor3(tensors, op["output"]), p.partials, tiles, keys=keys,
+                                               kv_shape=_tensor3(tensors, src["v"] if op["rule"] == "values"
+                                                                 else src["k"])))
             elif op["rule"] == "scores":
                 needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
-                k_need = qkv_need(shape, batch, heads, tokens, hd, off["k"], ct, rb, by_row_block=False)
+                k_need = qkv_need(_tensor3(tensors, src["k"]), batch, heads, keys, hd, off["k"], ct, rb,
+                                  by_row_block=False)
                 if src["k"] in needs:  # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)
                     needs[-src["k"] - 1] = k_need
                 else:
                     needs[src["k"]] = k_need
                 rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
-                shape_arr = np.stack([rows, np.full(cells, tokens), np.full(cells, hd), np.ones(cells, int)], -1)
+                shape_arr = np.stack([rows, np.full(cells, keys), np.full(cells, hd), np.ones(cells, int)], -1)
                 plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="scores", kernel="amp_matmul_f16",
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
                               needs=needs, output=s_lay)
             else:
                 probs = acts[0]
                 needs = {probs: s_lay,   # in place after shared-row scores; gathered after a scores grid
-                         src["v"]: qkv_need(shape, batch, heads, tokens, hd, off["v"], ct, rb, by_row_block=False)}
+                         src["v"]: qkv_need(_tensor3(tensors, src["v"]), batch, heads, keys, hd, off["v"], ct, rb,
+                                            by_row_block=False)}
                 rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
-                shape_arr = np.stack([rows, np.full(cells, hd), np.full(cells, tokens), np.ones(cells, int)], -1)
+                shape_arr = np.stack([rows, np.full(cells, hd), np.full(cells, keys), np.ones(cells, int)], -1)
                 o_rows = segmented_bounds(batch, tokens, p.row_block)
                 o_tiles = ct.transpose(0, 2, 1).reshape(1, batch * n_rb, heads, 1)
                 o_cells = ci.transpose(0, 2, 1).reshape(1, batch * n_rb, heads, 1)
@@ -358,6 +374,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
                               needs=needs, output=o_lay)
         elif kind in ("layernorm", "add"):
+            _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)
         elif layout_of[acts[0]].counts[2] > 1 and kind == "softmax":   # key-split scores: gather complete rows
             lay = softmax_rows(layout_of[acts[0]], tiles)

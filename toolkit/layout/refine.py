@@ -26,8 +26,11 @@ from toolkit.target import Target
 
 
 def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target,
-           tiles: int) -> tuple[int, int]:
+           tiles: int, carried: dict[int, tuple[int, int]] | None = None) -> tuple[int, int]:
     """(estimated cycles of the whole program, exchange plan-row bytes on the fullest tile) under ``p``.
+
+    ``carried``: per repeated region, its last op id -> (carried input, carried output) tensors (as the schedule
+    takes them); a region's ops are counted once per instance, the ops outside it once.
 
     Plan rows: one send row per piece a tile sends (a multicast once) and one
     receive row per piece it receives, ``plan_row_words`` words each, per op
@@ -40,6 +43,7 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     total = 0
     rows = np.zeros(tiles, dtype=np.int64)
     for op, plan in zip(ops, plans, strict=True):
+        before = total
         e = op_estimate(op, plan, tensors, reps, p, target, tiles)
         n = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n, dtype=np.int64)
@@ -70,18 +74,16 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
             total += cycles
             rows += red_rows
         layout_of[op["output"]] = plan.output
-    total += _carry(tensors, reps, layout_of, tiles, target)
+        if carried and op["op_id"] in carried:
+            total += _carry(tensors, *carried[op["op_id"]], layout_of, tiles, target)
+        total += (total - before) * (reps.get(op["block"], 1) - 1)   # a repeated region's op runs once per instance
     row_bytes = int(rows.max(initial=0)) * target.plan_row_words * target.word_bytes
-    return total * max([1, *reps.values()]), row_bytes
+    return total, row_bytes
 
 
-def _carry(tensors: dict, reps: dict, layout_of: dict[int, Layout], tiles: int, target: Target) -> int:
+def _carry(tensors: dict, t_in: int, t_out: int, layout_of: dict[int, Layout], tiles: int, target: Target) -> int:
     """Cycles of a repeated block's carry: its output moved into its input's layout when they differ (the schedule
     ends such a block with that move; a residual add writes in place)."""
-    if not reps:
-        return 0
-    t_in = next(t for t, r in tensors.items() if r["role"] == "input")
-    t_out = next(t for t, r in tensors.items() if r["role"] == "output")
     src, dst = layout_of.get(t_out), layout_of.get(t_in)
     if src is None or dst is None or src.same_as(dst):
         return 0
@@ -115,7 +117,10 @@ def refine_beam(distinct: pl.DataFrame, graphs: dict, prepared: dict, target: Ta
     def run(r: dict) -> bool:
         p = params[r["candidate_id"]]
         ops, tensors, reps = prepared[p.fused_qkv]
-        refined[r["candidate_id"]] = refine(ops, tensors, reps, graphs[p.fused_qkv].params, p, target, tiles)
+        g = graphs[p.fused_qkv]
+        carried = {int(x["last_op"]): (int(x["carried_in"]), int(x["carried_out"]))
+                   for x in g.repeats.iter_rows(named=True)}
+        refined[r["candidate_id"]] = refine(ops, tensors, reps, g.params, p, target, tiles, carried)
         return r["peak_live_bytes"] + refined[r["candidate_id"]][1] <= room
 
     for r in first.iter_rows(named=True):

@@ -64,11 +64,12 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         e = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache)
         producer[op["output"]] = op
         kernels.add(e["kernel"])
+        times = reps.get(op["block"], 1)   # a repeated region's op runs once per instance, the rest once
         for cls in classes:
-            compute[cls] += e["compute"][cls]
-        exchange += e["exchange"]
-        syncs += e["syncs"]
-        launches += e["launches"]
+            compute[cls] += e["compute"][cls] * times
+        exchange += e["exchange"] * times
+        syncs += e["syncs"] * times
+        launches += e["launches"] * times
         phases += e["phases"]
         panels.append((e["panel"], e.get("gather", 0)))
         bodies += 3
@@ -91,9 +92,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
                        f"support {support + staging:,}) > capacity {capacity:,} B")
     r0 = region0_free_bytes(target, code)
-    times = max([1, *reps.values()])  # every op sits in the repeated block when the graph repeats
-    exchange, launches = exchange * times, launches * times
-    sync_cycles = syncs * target.costs.sync_cycles * times
+    sync_cycles = syncs * target.costs.sync_cycles
     busy = weights + transient > 0
     common = {
         "tiles_used": int(busy.sum()), "est_exchange_cycles": exchange, "est_sync_cycles": sync_cycles,
@@ -112,7 +111,7 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         if panel > room:
             why.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
                        f"code and the interleaved weights); raise inner_split or lower row_block")
-        c = compute[cls] * times
+        c = compute[cls]
         out[cls] = {**common, "est_compute_cycles": c, "est_cycles": c + exchange + sync_cycles,
                     "peak_interleaved_bytes": peak_inter, "feasible": not why, "reject_reason": "; ".join(why) or None}
     return out
@@ -165,18 +164,31 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
     if key not in cache:
-        plans = cache.setdefault(("plans", p.row_block, p.stream_block, p.fused_qkv, p.stream_weights), {})
-        ops_all = cache[("ops", p.fused_qkv)]
-        base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv,
-                            plans=products, stream_weights=p.stream_weights)
-        by_op = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
-        cache[key] = op_estimate(op, by_op[op["op_id"]], tensors, reps, p, target, tiles)
+        # op plans are cached by (op, the op's own key), which names every knob it depends on (stream rows and
+        # parameter store for stream ops): one cache serves every stream variant of a row block
+        plans = cache.setdefault(("plans", p.row_block, p.fused_qkv), {})
+        graph_key = ("by op", p.row_block, p.stream_block, p.fused_qkv, p.stream_weights, products)
+        if graph_key not in cache:   # one plan of the whole graph serves every op's estimate under these knobs
+            ops_all = cache[("ops", p.fused_qkv)]
+            base = LayoutParams(row_block=p.row_block, stream_block=p.stream_block, fused_qkv=p.fused_qkv,
+                                plans=products, stream_weights=p.stream_weights)
+            cache[graph_key] = {pl_.op_id: pl_ for pl_ in plan_graph(ops_all, tensors, params, base, tiles, plans)}
+        plan = cache[graph_key][op["op_id"]]
+        by_plan = (op["op_id"], "estimate", plan.key, p.partials, p.inner_block)   # all op_estimate reads
+        if by_plan not in cache:   # equal plan keys are equal plans: a LayerNorm's estimate ignores the grids
+            cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
+        cache[key] = cache[by_plan]
     return cache[key]
 
 
-def _waves(params: dict, p: LayoutParams, shard: int) -> tuple[np.ndarray, int]:
+def _tokens(op: dict, params: dict) -> int:
+    """Rows per image of a linear op (its own: a pooling head's are one per image)."""
+    return int(op["rows"]) // int(params["batch"])
+
+
+def _waves(params: dict, p: LayoutParams, shard: int, tokens: int) -> tuple[np.ndarray, int]:
     """Largest row chunk of every wave of row blocks, and the wave count."""
-    sizes = np.diff(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block))
+    sizes = np.diff(segmented_bounds(int(params["batch"]), tokens, p.row_block))
     n_w = math.ceil(len(sizes) / shard)
     starts = np.arange(n_w) * shard
     return np.maximum.reduceat(sizes, starts), n_w
@@ -184,9 +196,9 @@ def _waves(params: dict, p: LayoutParams, shard: int) -> tuple[np.ndarray, int]:
 
 def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
             cache: dict) -> dict:
-    n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
+    n_r = len(segmented_bounds(int(params["batch"]), _tokens(op, params), p.row_block)) - 1
     grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
-    rows_w, n_w = _waves(params, p, grid.shard)
+    rows_w, n_w = _waves(params, p, grid.shard, _tokens(op, params))
     per_tile = grid.max_chunks_per_tile(tiles)
     cb, ib = min(grid.col_block, op["cols"]), min(grid.inner_block, op["inner"])
     split = grid.n_s > 1
@@ -238,7 +250,7 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
 
 def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutParams, target: Target,
                   tiles: int) -> dict:
-    n_r = len(segmented_bounds(int(params["batch"]), int(params["tokens"]), p.row_block)) - 1
+    n_r = len(segmented_bounds(int(params["batch"]), _tokens(src, params), p.row_block)) - 1
     grid = linear_grid(n_r, src["cols"], src["inner"], p, tiles)
     per_tile = grid.max_chunks_per_tile(tiles)
     chunks = math.ceil(n_r / grid.shard) * per_tile   # producer chunks on the busiest tile, one invocation each

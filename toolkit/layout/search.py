@@ -213,7 +213,7 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
     attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
     """
     fused_now = bool(graph.params.get("fused_qkv", False))
-    has_attention = graph.params.get("kind") in ("attention", "encoder")
+    has_attention = bool(graph.ops["rule"].is_in(["scores"]).any())
     searchable = has_attention and graph.params.get("search_qkv", True)
     searched = [False, True] if searchable else [fused_now]
     choices = searched if options.fused_qkv is None else [options.fused_qkv]
@@ -235,12 +235,13 @@ def _classes(o: Options) -> list[str]:
 def _linear_weight_bound(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutParams,
                          tiles: int) -> int:
     """Bytes of linear weight panels on the fullest tile, from the grid arithmetic alone (O(ops))."""
-    n_r = int(params["batch"]) * math.ceil(int(params["tokens"]) / p.row_block)
     total = 0
     for op in ops:
         ws = [t for t in op["inputs"] if tensors[t]["role"] == "weight" and len(tensors[t]["shape"]) == 2]
         if op["kind"] != "matmul" or not ws:
             continue
+        tokens = int(op["rows"]) // int(params["batch"])   # the op's own rows per image
+        n_r = int(params["batch"]) * math.ceil(tokens / p.row_block)
         w = tensors[ws[0]]
         rep = reps.get(op["block"], 1) if w["per_instance"] else 1
         gemm = p.plan_of(op["name"])
