@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import check_parent, load_json, open_regular, read_table, read_text
+from toolkit.files import check_parent, load_json, open_regular, read_table, read_text, write_table
 from toolkit.files.replace import make_tmp, recover, remove, replace_dir
 from toolkit.files.write import refuse_link
 
@@ -165,7 +165,7 @@ def _write_tables(compilation, root: Path) -> None:
     tables = root / "tables"
     tables.mkdir()
     for name, df in compilation.frames().items():
-        df.write_parquet(tables / f"{name}.parquet", compression="zstd", compression_level=9)
+        write_table(df, tables / f"{name}.parquet", compression="zstd", compression_level=9)
 
 
 def _jsonable(value: Any) -> Any:

@@ -47,7 +47,7 @@ def check_artifacts(root: str | Path) -> pl.DataFrame:
     rows += [_row(c, "manifest", c.name, None, None, f"a case directory (it has tables/) without {MANIFEST}")
              for c in bare]
     for d in debris_under(root):
-        state = "its writer (process {}) is still running".format(d.pid) if d.running else (
+        state = f"its writer (process {d.pid}) is still running" if d.running else (
             f"left by process {d.pid}, which is gone")
         fate = ("the case itself is missing: the next write of it restores the complete copy, or rename it back"
                 if not os.path.lexists(d.target) else "the next write of the case removes it")

@@ -16,8 +16,8 @@ from toolkit.files.read import (
     read_text,
     table_limit,
 )
-from toolkit.files.write import atomic_write, check_not_input, check_output, check_parent
+from toolkit.files.write import atomic_write, check_not_input, check_output, check_parent, write_table
 
 __all__ = ["MAX_DEPTH", "TEXT_LIMIT", "atomic_write", "check_not_input", "check_output", "check_parent",
            "decode_text", "gunzip", "inside", "is_file", "load_json", "load_toml", "open_regular", "read_bytes",
-           "read_table", "read_text", "table_limit"]
+           "read_table", "read_text", "table_limit", "write_table"]

@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,10 @@ def _renameat2() -> Callable[..., int] | None:
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
     return fn
+
+
+def _rename(a: Path, b: Path) -> None:
+    os.rename(a, b)   # one name for every rename here (the kill tests patch it)
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -82,7 +87,7 @@ def replace_dir(tmp: Path, out: Path) -> None:
     for _ in range(ATTEMPTS):
         if not os.path.lexists(out):
             try:
-                os.rename(tmp, out)
+                _rename(tmp, out)
                 return
             except OSError as exc:   # another run put a directory there meanwhile: replace it instead
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
@@ -90,21 +95,20 @@ def replace_dir(tmp: Path, out: Path) -> None:
         if exchange(tmp, out):
             remove(tmp)   # the old directory, now at the temporary name
             return
-        old = out.with_name(f".{out.name}.{os.getpid()}.old")
+        old = out.with_name(f".{out.name}.{os.getpid()}.t{threading.get_ident()}.old")
         try:
-            os.rename(out, old)
+            _rename(out, old)
         except FileNotFoundError:   # another run moved it aside meanwhile
             continue
         try:
-            os.rename(tmp, out)
+            _rename(tmp, out)
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                os.rename(old, out)   # roll back: the old directory is the case again
+                _rename(old, out)   # roll back: the old directory is the case again
                 raise
-            continue   # another run renamed its own in between: move that aside too
-        finally:
-            if os.path.lexists(out):
-                remove(old)
+            remove(old)   # another run renamed its own in between: that one is complete; replace it too
+            continue
+        remove(old)
         return
     raise OSError(errno.EBUSY, f"{out} kept changing while it was replaced ({ATTEMPTS} attempts)", str(out))
 
@@ -163,7 +167,7 @@ def recover(out: Path, complete: Callable[[Path], bool]) -> list[str]:
         for pick in sorted(dead, key=lambda d: d.kind != "tmp"):   # finish (a complete .tmp) before rolling back
             if not pick.path.is_symlink() and pick.path.is_dir() and complete(pick.path):
                 try:
-                    os.rename(pick.path, out)
+                    _rename(pick.path, out)
                 except OSError:
                     continue
                 what = "finished" if pick.kind == "tmp" else "rolled back"

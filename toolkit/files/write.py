@@ -96,6 +96,13 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
     return final
 
 
+def write_table(df, path: str | os.PathLike[str], **options) -> None:
+    """``df.write_parquet`` through a Python file object, so any path the OS accepts works (polars refuses a
+    path that is not valid UTF-8, such as one with a Latin-1 byte)."""
+    with open(path, "wb") as f:
+        df.write_parquet(f, **options)
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists (a temporary named for a dead process is debris)."""
     if pid <= 0:
@@ -136,4 +143,4 @@ def clean_stale(final: Path) -> None:
 
 
 __all__ = ["alive", "atomic_write", "check_not_input", "check_output", "check_parent", "clean_stale",
-           "refuse_link", "stale"]
+           "refuse_link", "stale", "write_table"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from toolkit import tables
 from toolkit.errors import FormatError
-from toolkit.files import load_json, read_table, read_text
+from toolkit.files import load_json, read_table, read_text, write_table
 from toolkit.files.replace import make_tmp, recover, remove, replace_dir
 from toolkit.files.write import refuse_link
 from toolkit.profile.capnp_io import read_capnp
@@ -68,7 +68,7 @@ def write_parquet(profile: Profile, path: str | os.PathLike[str]) -> Path:
     tmp = make_tmp(out)
     try:
         for name in FRAMES:
-            getattr(profile, name).write_parquet(tmp / f"{name}.parquet", compression="zstd")
+            write_table(getattr(profile, name), tmp / f"{name}.parquet", compression="zstd")
         attrs = {"format": FORMAT, "format_version": FORMAT_VERSION, "clock_hz": profile.clock_hz,
                  "schema_version": profile.schema_version, "source": profile.source}
         (tmp / ATTRIBUTES).write_text(json.dumps(attrs, indent=1) + "\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import atomic_write, read_table
+from toolkit.files import atomic_write, read_table, write_table
 from toolkit.sweep.rows import FINAL, SWEEP_SCHEMA, to_frame
 
 PATTERN = "point-*.parquet"
@@ -44,7 +44,7 @@ def point_path(out: Path, point_id: str) -> Path:
 def write_row(out: Path, row: dict) -> Path:
     """Write one point's row as its own file (atomically)."""
     df = to_frame([row])
-    return atomic_write(point_path(out, row["point_id"]), lambda tmp: df.write_parquet(tmp, compression="zstd"))
+    return atomic_write(point_path(out, row["point_id"]), lambda tmp: write_table(df, tmp, compression="zstd"))
 
 
 def finished_ids(out: Path) -> set[str]:
