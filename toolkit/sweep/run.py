@@ -63,7 +63,7 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
     target = target or ipu21()
     points = sweep_points(workloads, grid, target)
     out_dir = check_out(out) if out is not None else None
-    skip = finished_ids(out_dir) & {p.id for p in points} if out_dir is not None else set()
+    skip = finished_ids(out_dir, {p.id for p in points}) if out_dir is not None else set()
     todo = [p for p in points if p.id not in skip]
     client, owned = connect(scheduler) if scheduler is not None else (None, False)
     slots = dask_slots(client) if client is not None else max(workers, 1)
@@ -96,5 +96,5 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
         if owned:
             client.close()
     order = pl.DataFrame({"point_id": [p.id for p in points]}).with_row_index("_order")
-    got = load_sweep(out_dir) if out_dir is not None else to_frame(list(rows.values()))
+    got = load_sweep(out_dir, ids={p.id for p in points}) if out_dir is not None else to_frame(list(rows.values()))
     return got.join(order, on="point_id").sort("_order").drop("_order")
