@@ -16,7 +16,7 @@ CHECK_SCHEMA = {"case": pl.String, "field": pl.String, "directory": pl.String, "
                 "log": pl.String, "problem": pl.String}
 
 
-def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+def walk_cases(root: Path) -> tuple[list[Path], list[Path]]:
     """Case directories (with a manifest) and bare ones (tables/ without a manifest) under ``root``, not
     following links and not entering the hidden temporaries of writes."""
     cases, bare = [], []
@@ -43,7 +43,7 @@ def check_artifacts(root: str | Path) -> pl.DataFrame:
         raise OptionError(f"{root} is a file; pass a directory of cases (or one case directory)", field="root",
                           value=str(root))
     rows: list[dict] = []
-    cases, bare = _walk(root)
+    cases, bare = walk_cases(root)
     rows += [_row(c, "manifest", c.name, None, None, f"a case directory (it has tables/) without {MANIFEST}")
              for c in bare]
     for d in debris_under(root):
