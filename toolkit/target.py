@@ -400,7 +400,11 @@ def _validate_limits(t: Target) -> None:
 def _validate_types(t: Target) -> None:
     """Every field and every element and AMP entry against its declared type (toolkit.fields)."""
     check_fields(t, "invalid target:", skip=("memory_elements", "amp", "costs"))
+    if not isinstance(t.costs, Costs):
+        _fail("costs", t.costs, "must be a Costs (or, in a file or replace(), a table of cost fields)")
     for key, cls in _NESTED.items():
+        if not isinstance(getattr(t, key), tuple | list):
+            _fail(key, getattr(t, key), f"must be a list of {cls.__name__} entries")
         for i, entry in enumerate(getattr(t, key)):
             if not isinstance(entry, cls):
                 _fail(key, entry, f"entry {i} must be a {cls.__name__} ({', '.join(cls.__slots__)})")
