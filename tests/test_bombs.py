@@ -94,8 +94,7 @@ def _overlap_bomb(tmp: Path) -> Path:
     """25,000 samples whose kernel texts all point into one 2 MB text, each starting a word later."""
     import polars as pl
 
-    from toolkit.profile import Profile, capnp_io
-    from toolkit.profile import synthetic_profile
+    from toolkit.profile import Profile, capnp_io, synthetic_profile
     from toolkit.profile.wire import LIST_BYTE, Wire, expand, list_pointer
     n, long = 25_000, 2 << 20
     base = synthetic_profile(1, n)
@@ -110,7 +109,7 @@ def _overlap_bomb(tmp: Path) -> Path:
         return str(i), None
 
     ps, pdw, ppw = w.structs(w.seg_start[:1], where, "root")
-    tf, tc, tdw, tpw = w.struct_lists(w.pointer(ps, pdw, ppw, P.slot["tiles"]), where, "tiles")
+    tf, _tc, tdw, tpw = w.struct_lists(w.pointer(ps, pdw, ppw, P.slot["tiles"]), where, "tiles")
     sf, sc, sdw, spw = w.struct_lists(w.pointer(tf, tdw, tpw, T.slot["samples"]), where, "samples")
     spos, _, _ = expand(sf, sc, sdw + spw)
     st, stdw, stpw = w.structs(w.pointer(spos, sdw[0:1].repeat(len(spos)), spw[0:1].repeat(len(spos)),

@@ -19,11 +19,11 @@ __version__ = "0.1.0"
 
 # the public boundary: every argument is checked against its annotation before any work, so a wrong-typed
 # call raises OptionError naming the argument (toolkit.fields.typed), not an error from deep inside
-from toolkit.fields import typed as _typed  # noqa: E402
+from toolkit.fields import typed as _typed
 
 build_graph = _typed(build_graph)
 check = _typed(check)
-compile = _typed(compile, target=Target | str | None)  # noqa: A001 - shadows the builtin on purpose; a name too
+compile = _typed(compile, target=Target | str | None)
 ipu21 = _typed(ipu21)
 load = _typed(load)
 load_sweep = _typed(load_sweep)

@@ -103,6 +103,9 @@ def describe(ann: Any) -> str:
         return " or ".join(describe(a) for a in typing.get_args(ann))
     if ann is type(None):
         return "None"
+    if isinstance(ann, type) and ann.__module__.startswith("toolkit"):
+        import toolkit
+        return f"toolkit.{ann.__name__}" if getattr(toolkit, ann.__name__, None) is ann else ann.__name__
     return getattr(ann, "__name__", None) or str(ann).replace("typing.", "").replace("collections.abc.", "")
 
 
@@ -125,8 +128,8 @@ def public_hints(func: Any) -> dict[str, Any]:
     out = {}
     for k, v in getattr(target, "__annotations__", {}).items():
         try:
-            out[k] = eval(v, names) if isinstance(v, str) else v   # noqa: S307 - our own annotations
-        except Exception:   # noqa: BLE001 - an unresolvable annotation is not checked
+            out[k] = eval(v, names) if isinstance(v, str) else v
+        except Exception:
             continue
     return out
 
@@ -153,7 +156,8 @@ def typed(func: Any, **overrides: Any) -> Any:
                 continue
             if conforms(value, ann) is False:
                 shown = repr(value) if len(repr(value)) < 60 else f"{repr(value)[:57]}..."
-                msg = f"{func.__name__}({name}={shown}): {name} must be {describe(ann)}, not {type(value).__name__}"
+                msg = (f"{func.__name__}({name}={shown}): {name} must be a {describe(ann)}, not "
+                       f"{type(value).__name__}")
                 raise OptionError(msg, field=name, value=value)
         return func(*args, **kwargs)
 
