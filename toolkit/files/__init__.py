@@ -5,6 +5,7 @@ from toolkit.files.read import (
     MAX_DEPTH,
     TEXT_LIMIT,
     decode_text,
+    depth_ok,
     gunzip,
     inside,
     is_file,
@@ -18,6 +19,24 @@ from toolkit.files.read import (
 )
 from toolkit.files.write import atomic_write, check_not_input, check_output, check_parent, write_table
 
-__all__ = ["MAX_DEPTH", "TEXT_LIMIT", "atomic_write", "check_not_input", "check_output", "check_parent",
-           "decode_text", "gunzip", "inside", "is_file", "load_json", "load_toml", "open_regular", "read_bytes",
-           "read_table", "read_text", "table_limit", "write_table"]
+__all__ = [
+    "MAX_DEPTH",
+    "TEXT_LIMIT",
+    "atomic_write",
+    "check_not_input",
+    "check_output",
+    "check_parent",
+    "decode_text",
+    "depth_ok",
+    "gunzip",
+    "inside",
+    "is_file",
+    "load_json",
+    "load_toml",
+    "open_regular",
+    "read_bytes",
+    "read_table",
+    "read_text",
+    "table_limit",
+    "write_table",
+]
