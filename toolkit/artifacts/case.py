@@ -270,6 +270,12 @@ def verify_case(case: str | Path) -> list[tuple[str, str]]:
         elif not isinstance(manifest[key], types) or (isinstance(manifest[key], bool) and bool not in types):
             kinds = " or ".join(t.__name__ for t in types)
             problems.append((key, f"manifest {key}={manifest[key]!r} must be {kinds}"))
+    clock = manifest.get("clock_hz")
+    if isinstance(clock, int | float) and not isinstance(clock, bool):
+        from toolkit.profile.model import CLOCK_RANGE_HZ
+        if not CLOCK_RANGE_HZ[0] <= clock <= CLOCK_RANGE_HZ[1]:
+            problems.append(("clock_hz", f"manifest clock_hz={clock!r} is not a tile clock (from "
+                                         f"{CLOCK_RANGE_HZ[0]:g} to {CLOCK_RANGE_HZ[1]:g} Hz)"))
     params = manifest.get("params") if isinstance(manifest.get("params"), dict) else {}
     for key, value in params.items():
         if value is not None and not isinstance(value, int):

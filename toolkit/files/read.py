@@ -209,9 +209,10 @@ def read_table(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | N
             schema = meta.schema
             widths = [_WIDTH.get(schema.column(i).physical_type, 16) for i in range(meta.num_columns)]
             decoded = 0
-            for g in range(meta.num_row_groups):
+            for g in range(meta.num_row_groups):   # leaf values (a list column has many per row) x their width
                 rg = meta.row_group(g)
-                decoded += rg.num_rows * sum(widths) + rg.total_byte_size
+                decoded += rg.total_byte_size + sum(max(rg.column(i).num_values, rg.num_rows) * widths[i]
+                                                    for i in range(rg.num_columns))
         except (KeyboardInterrupt, SystemExit, MemoryError):
             raise
         except BaseException as exc:   # pyarrow errors on a corrupt footer

@@ -64,8 +64,15 @@ def write_parquet(profile: Profile, path: str | os.PathLike[str]) -> Path:
     if out.exists() and not (out / ATTRIBUTES).is_file():
         msg = f"{out} exists and is not a profile directory (no {ATTRIBUTES}); refusing to replace it"
         raise FormatError(msg, file=str(out), field="path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_tmp(out)
+    import polars as pl
+
+    from toolkit.errors import OptionError
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = make_tmp(out)
+    except OSError as exc:
+        raise OptionError(f"cannot write a profile under {out.parent}: {exc.strerror}", field="path",
+                          value=str(out)) from None
     try:
         for name in FRAMES:
             write_table(getattr(profile, name), tmp / f"{name}.parquet", compression="zstd")
@@ -74,6 +81,9 @@ def write_parquet(profile: Profile, path: str | os.PathLike[str]) -> Path:
         (tmp / ATTRIBUTES).write_text(json.dumps(attrs, indent=1) + "\n")
         tmp.chmod(0o755)
         replace_dir(tmp, out)
+    except (OSError, pl.exceptions.ComputeError) as exc:   # a full disk: nothing half-written, the old one kept
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise OptionError(f"cannot write the profile {out}: {reason}", field="path", value=str(out)) from None
     finally:
         remove(tmp)
     return out
