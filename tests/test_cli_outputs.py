@@ -87,3 +87,17 @@ def test_a_symlinked_output_file_is_refused(tmp_path, run) -> None:
     os.symlink(real, link)
     r = runner.invoke(app, ["profile", "export", str(run), "--perfetto", str(link)])
     assert r.exit_code == 2 and "symbolic link to" in r.output and link.is_symlink()
+
+
+def test_a_cost_constant_that_would_overflow_is_an_error_before_the_compile(tmp_path) -> None:
+    t = tmp_path / "t.toml"
+    t.write_text(f"[costs]\nsync_cycles = {2**63 - 1}\n")
+    r = runner.invoke(app, ["compile", "mlp-small-repeat", "--target", str(t), "-q"])
+    assert r.exit_code == 2 and "costs.sync_cycles=9223372036854775807" in r.output and "Traceback" not in r.output
+
+
+def test_compile_out_a_symlink_to_a_case_is_refused_before_the_compile(tmp_path, case) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(case)
+    r = runner.invoke(app, ["compile", "no-such-workload", "--out", str(link), "--overwrite"])
+    assert r.exit_code == 2 and f"symbolic link to {case}" in r.output and link.is_symlink()
