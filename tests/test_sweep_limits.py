@@ -120,3 +120,12 @@ def test_a_scheduler_without_workers_is_named_within_seconds(monkeypatch) -> Non
             sweep([SMALL], {"row_block": [18]}, scheduler=cluster.scheduler_address)
         with distributed.Client(cluster) as client, pytest.raises(OptionError, match="no workers for 1 s"):
             sweep([SMALL], {"row_block": [18]}, scheduler=client)
+
+
+def test_a_killed_sweeps_half_written_point_file_is_removed_by_the_next_sweep(tmp_path) -> None:
+    out = tmp_path / "ds"
+    out.mkdir()
+    half = out / ".point-0123456789abcdef.parquet.999999.tmp"   # no process 999999
+    half.write_bytes(b"PAR1 half")
+    sweep([SMALL], {"row_block": [36]}, out=out, workers=1)
+    assert not half.exists() and len(list(out.iterdir())) == 1

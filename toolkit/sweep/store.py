@@ -3,7 +3,9 @@
 A point's file is written the moment the point finishes, through a temporary
 sibling renamed into place (:func:`toolkit.files.atomic_write`): a killed sweep
 leaves every finished point and nothing half-written (a hidden ``.*.tmp``
-left by a kill mid-write is ignored). Writing the same point again replaces
+left by a kill mid-write is ignored, and removed by the next sweep into the
+directory). A point file that cannot be read (damaged, wrong-typed, a FIFO) is
+named by :func:`load_sweep` and run again by a rerun. Writing the same point again replaces
 its file, so a retried point is never in the dataset twice. Nothing here
 deletes a point: a second grid into the same directory adds its points.
 """
@@ -17,6 +19,7 @@ import polars as pl
 
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import atomic_write, read_table, write_table
+from toolkit.files.write import alive
 from toolkit.sweep.rows import FINAL, STATUSES, SWEEP_SCHEMA, to_frame
 
 PATTERN = "point-*.parquet"
@@ -34,6 +37,10 @@ def check_out(out: str | Path) -> Path:
                           value=str(p)) from exc
     if not os.access(p, os.W_OK | os.X_OK):
         raise OptionError(f"sweep --out {p}: cannot write into it (permission denied)", field="out", value=str(p))
+    for tmp in p.glob(".point-*.parquet.*.tmp"):   # a point file half-written by a killed sweep
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not alive(int(pid)) and not tmp.is_dir():
+            tmp.unlink(missing_ok=True)
     return p
 
 
