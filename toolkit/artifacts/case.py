@@ -16,7 +16,14 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import check_parent, load_json, open_regular, read_table, read_text, write_table
+from toolkit.files import (
+    check_parent,
+    load_json,
+    open_regular,
+    read_table,
+    read_text,
+    write_table,
+)
 from toolkit.files.replace import make_tmp, recover, remove, replace_dir
 from toolkit.files.write import refuse_link
 

@@ -10,17 +10,18 @@ file (a FIFO, a device such as ``/dev/zero``, a directory). Reads are capped:
   checked against ``fstat`` before reading and again while reading;
 - gzip (:func:`gunzip`): streamed, refused past ``GZIP_RATIO`` times the
   compressed size (with a floor of ``GZIP_FLOOR``) or ``GZIP_CAP`` bytes;
-- Parquet tables (:func:`read_table`): the footer's row counts times the
-  column widths are checked before decoding, refused past ``TABLE_RATIO``
-  times the file size (floor ``TABLE_FLOOR``) or ``TABLE_CAP`` bytes;
+- Parquet tables (:func:`read_table`; a directory's tables together,
+  :func:`check_tables`): the footer's leaf value counts times the column
+  widths are checked before decoding, refused past :func:`table_limit`;
 - JSON and TOML (:func:`load_json`, :func:`load_toml`): nesting deeper than
   ``MAX_DEPTH`` is refused before parsing (no ``RecursionError``), and text
   must be UTF-8 (the error names the byte offset).
 
-The ratios are set from the committed cases: their gzip profiles compress 8-18
-times and their Parquet tables decode to at most 300 times their size (sorted,
-regular simulated data), so the floors let every such file of up to a few
-megabytes through while a 4 MB file can never decode past about half a GiB.
+The limits are set from the committed cases: their gzip profiles compress 8-18
+times (a 4 MB gzip may expand to 128 MB) and their Parquet tables decode to up
+to 300 times their size (sorted, regular simulated data), so any table of up to
+4 MiB may decode to 384 MiB and a larger one to 256 times its size; reading any
+file of at most 4 MB then peaks under 1 GiB (``tests/test_bombs.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from toolkit.errors import FormatError
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 TEXT_LIMIT = 16 * MIB            # manifest.json, profile.json, log.txt, target and grid files
 GZIP_RATIO, GZIP_FLOOR, GZIP_CAP = 32, 64 * MIB, 4 * GIB
-TABLE_RATIO, TABLE_FLOOR, TABLE_CAP = 64, 384 * MIB, 16 * GIB
+TABLE_SMALL, TABLE_FLOOR = 4 * MIB, 384 * MIB   # files up to TABLE_SMALL decode to at most TABLE_FLOOR
+TABLE_RATIO, TABLE_CAP = 256, 16 * GIB            # larger ones to TABLE_RATIO x their size, at most TABLE_CAP
 MAX_DEPTH = 64                   # nesting of JSON arrays/objects and TOML tables/arrays
 
 
@@ -189,15 +191,20 @@ _WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96"
           "FIXED_LEN_BYTE_ARRAY": 16}
 
 
+_RULE = (f"{TABLE_FLOOR:,} for up to {TABLE_SMALL:,} bytes of Parquet, {TABLE_RATIO}x the size beyond, at most "
+         f"{TABLE_CAP:,}")
+
+
 def table_limit(size: int) -> int:
-    return min(TABLE_CAP, max(TABLE_FLOOR, TABLE_RATIO * size))
+    """The most bytes Parquet data of ``size`` bytes may decode to: ``TABLE_FLOOR`` up to ``TABLE_SMALL``
+    bytes (so reading any file of a few MB stays well under 1 GiB), past that ``TABLE_RATIO`` times the size
+    (legitimate simulated profiles decode to up to 300 times their size), never past ``TABLE_CAP``."""
+    return min(TABLE_CAP, TABLE_FLOOR if size <= TABLE_SMALL else max(TABLE_FLOOR, TABLE_RATIO * size))
 
 
-def read_table(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None):
-    """A Parquet file as a polars DataFrame: a regular file (confined to ``root`` when given) whose decoded
-    size, estimated from the footer before any page is decoded, is within :func:`table_limit`. Any failure,
-    including a panic inside the decoder on a corrupt footer (a BaseException), is a FormatError."""
-    import polars as pl
+def table_estimate(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> tuple[int, int]:
+    """(file bytes, estimated decoded bytes) of a Parquet file from its footer alone: every leaf value (a list
+    column has many per row) times its decoded width, plus the pages' uncompressed size."""
     import pyarrow.parquet as pq
 
     file = os.fspath(path)
@@ -206,10 +213,9 @@ def read_table(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | N
         size = os.fstat(f.fileno()).st_size
         try:
             meta = pq.ParquetFile(f).metadata
-            schema = meta.schema
-            widths = [_WIDTH.get(schema.column(i).physical_type, 16) for i in range(meta.num_columns)]
+            widths = [_WIDTH.get(meta.schema.column(i).physical_type, 16) for i in range(meta.num_columns)]
             decoded = 0
-            for g in range(meta.num_row_groups):   # leaf values (a list column has many per row) x their width
+            for g in range(meta.num_row_groups):
                 rg = meta.row_group(g)
                 decoded += rg.total_byte_size + sum(max(rg.column(i).num_values, rg.num_rows) * widths[i]
                                                     for i in range(rg.num_columns))
@@ -218,29 +224,48 @@ def read_table(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | N
         except BaseException as exc:   # pyarrow errors on a corrupt footer
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise FormatError(f"cannot read the Parquet file ({first[:200]})", file=file) from None
-        limit = table_limit(size)
-        if decoded > limit:
-            raise FormatError(f"Parquet table would decode to about {decoded:,} bytes ({meta.num_rows:,} rows x "
-                              f"{meta.num_columns} columns) from {size:,}; the limit is {limit:,} ({TABLE_RATIO}x "
-                              f"the file, at least {TABLE_FLOOR:,}, at most {TABLE_CAP:,})", file=file,
-                              field="rows", value=meta.num_rows)
-        f.seek(0)
-        try:
-            return pl.read_parquet(io.BytesIO(f.read()))
-        except (KeyboardInterrupt, SystemExit, MemoryError):
-            raise
-        except BaseException as exc:   # pyo3 panics (a corrupt page) derive from BaseException
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise FormatError(f"cannot read the Parquet file ({first[:200]})", file=file) from None
+    return size, decoded
 
 
-def is_file(path: Path) -> bool:
-    """A regular file (not following a final symlink), without ever opening it."""
+def check_tables(paths: list[Path], *, root: str | os.PathLike[str] | None = None, what: str = "tables") -> None:
+    """Refuse, before decoding any, tables that together would decode past :func:`table_limit` of their
+    combined size (a directory read as one: a profile, a case)."""
+    sizes = [table_estimate(p, root=root) for p in paths]
+    size, decoded = sum(s for s, _ in sizes), sum(d for _, d in sizes)
+    limit = table_limit(size)
+    if decoded > limit:
+        biggest = max(range(len(paths)), key=lambda i: sizes[i][1])
+        raise FormatError(f"the {what} would decode to about {decoded:,} bytes from {size:,} (the largest, "
+                          f"{paths[biggest].name}, {sizes[biggest][1]:,}); the limit is {limit:,} ({_RULE})",
+                          file=os.fspath(root or paths[biggest].parent), field="rows", value=decoded)
+
+
+def read_table(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None):
+    """A Parquet file as a polars DataFrame: a regular file (confined to ``root`` when given) whose decoded
+    size, estimated from the footer before any page is decoded (:func:`table_estimate`), is within
+    :func:`table_limit`. Any failure, including a panic inside the decoder on a corrupt page (a BaseException),
+    is a FormatError."""
+    import polars as pl
+
+    file = os.fspath(path)
+    size, decoded = table_estimate(path, root=root)
+    limit = table_limit(size)
+    if decoded > limit:
+        raise FormatError(f"Parquet table would decode to about {decoded:,} bytes from {size:,}; the limit is "
+                          f"{limit:,} ({_RULE})", file=file, field="rows", value=decoded)
+    fd = open_regular(path, root=root, what="Parquet file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(size + 1)
+    if len(data) != size:
+        raise FormatError("changed while it was read", file=file)
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
+        return pl.read_parquet(io.BytesIO(data))
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as exc:   # pyo3 panics (a corrupt page) derive from BaseException
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FormatError(f"cannot read the Parquet file ({first[:200]})", file=file) from None
 
 
-__all__ = ["MAX_DEPTH", "TEXT_LIMIT", "decode_text", "gunzip", "inside", "is_file", "load_json", "load_toml",
-           "open_regular", "read_bytes", "read_table", "read_text", "table_limit"]
+__all__ = ["MAX_DEPTH", "TEXT_LIMIT", "check_tables", "decode_text", "depth_ok", "gunzip", "inside", "load_json",
+           "load_toml", "open_regular", "read_bytes", "read_table", "read_text", "table_estimate", "table_limit"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from toolkit import tables
 from toolkit.errors import FormatError
-from toolkit.files import load_json, read_table, read_text, write_table
+from toolkit.files import check_tables, load_json, read_table, read_text, write_table
 from toolkit.files.replace import make_tmp, recover, remove, replace_dir
 from toolkit.files.write import refuse_link
 from toolkit.profile.capnp_io import read_capnp
@@ -136,6 +136,14 @@ def read_parquet(path: str | os.PathLike[str]) -> Profile:
         msg += f"{ATTRIBUTES})"
         raise FormatError(msg, file=file)
     attrs = read_attributes(root)
+    parts = [root / f"{name}.parquet" for name in FRAMES]
+    try:
+        check_tables(parts, root=root, what="profile's tables")   # together, before decoding any
+    except FormatError as exc:
+        msg = str(exc).removeprefix(f"{root}: ")
+        for part in parts:   # name the part, not its whole path: the directory is named instead
+            msg = msg.replace(f"{part}: ", f"{part.name}: ")
+        raise FormatError(msg, file=file, field=exc.field, value=exc.value) from None
     frames = {}
     for name in FRAMES:
         part = root / f"{name}.parquet"
