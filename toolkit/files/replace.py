@@ -25,6 +25,7 @@ import ctypes.util
 import errno
 import functools
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -37,6 +38,9 @@ from toolkit.files.write import alive
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 SUFFIXES = (".tmp", ".old")
+#: what follows ``.<name>.`` in a temporary's name: the writer's pid, a random or thread part, the kind
+DEBRIS = re.compile(r"(?P<pid>\d+)(\.r[a-z0-9_]+|\.t\d+)?\.(?P<kind>tmp|old)")
+NAMED = re.compile(r"\.(?P<name>.+?)\.(?P<pid>\d+)(\.r[a-z0-9_]+|\.t\d+)?\.(?P<kind>tmp|old)")
 ATTEMPTS = 8
 
 
@@ -131,11 +135,11 @@ def debris(out: Path) -> list[Debris]:
     found = []
     if not parent.is_dir():
         return found
-    for suffix in SUFFIXES:
-        for p in parent.glob(f".{glob.escape(out.name)}.*{suffix}"):
-            pid = p.name[len(out.name) + 2:].split(".", 1)[0]
-            if pid.isdigit():
-                found.append(Debris(p, out, suffix[1:], int(pid), alive(int(pid))))
+    for p in parent.glob(f".{glob.escape(out.name)}.*"):
+        m = DEBRIS.fullmatch(p.name[len(out.name) + 2:])
+        if m:
+            pid = int(m.group("pid"))
+            found.append(Debris(p, out, m.group("kind"), pid, alive(pid)))
     return sorted(found, key=lambda d: _mtime(d.path), reverse=True)
 
 
@@ -144,10 +148,10 @@ def debris_under(root: Path) -> list[Debris]:
     found = []
     for suffix in SUFFIXES:
         for p in root.rglob(f".*{suffix}"):
-            name, _, rest = p.name[1:-len(suffix)].rpartition(".")
-            name, _, pid = name.rpartition(".") if not rest.isdigit() else (name, "", rest)
-            if name and pid.isdigit():
-                found.append(Debris(p, p.with_name(name), suffix[1:], int(pid), alive(int(pid))))
+            m = NAMED.fullmatch(p.name)
+            if m:
+                pid = int(m.group("pid"))
+                found.append(Debris(p, p.with_name(m.group("name")), m.group("kind"), pid, alive(pid)))
     return sorted(found, key=lambda d: d.path.as_posix())
 
 

@@ -123,7 +123,7 @@ def stale(parent: Path, name: str, suffix: str) -> list[Path]:
     if not parent.is_dir():
         return found
     for p in parent.glob(f".{glob.escape(name)}.*{suffix}"):
-        pid = p.name[len(name) + 2:].split(".", 1)[0]
+        pid = p.name[len(name) + 2:-len(suffix)]   # exactly ".<name>.<pid><suffix>"
         if pid.isdigit() and not alive(int(pid)):
             found.append(p)
     return found
