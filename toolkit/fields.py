@@ -114,6 +114,8 @@ def public_hints(func: Any) -> dict[str, Any]:
     are looked up among the toolkit's loaded modules; an annotation that cannot be resolved is left out."""
     import sys
     import typing
+    if isinstance(getattr(func, "hints", None), dict):
+        return dict(func.hints)
     target = func.__init__ if isinstance(func, type) else func
     target = getattr(target, "__wrapped__", target)
     try:
@@ -156,11 +158,14 @@ def typed(func: Any, **overrides: Any) -> Any:
                 continue
             if conforms(value, ann) is False:
                 shown = repr(value) if len(repr(value)) < 60 else f"{repr(value)[:57]}..."
-                msg = (f"{func.__name__}({name}={shown}): {name} must be a {describe(ann)}, not "
+                what = describe(ann)
+                article = "an" if what[:1].lower() in "aeiou" else "a"
+                msg = (f"{func.__name__}({name}={shown}): {name} must be {article} {what}, not "
                        f"{type(value).__name__}")
                 raise OptionError(msg, field=name, value=value)
         return func(*args, **kwargs)
 
+    checked.hints = hints   # what is checked (public_hints reads it)
     return checked
 
 
