@@ -29,6 +29,7 @@ from toolkit.files.write import refuse_link
 
 MANIFEST = "manifest.json"
 LOG = "log.txt"
+UNLISTED = "unlisted"   # the problem field of a file in a case that its manifest does not list
 WORKLOAD_FIELDS = ("tokens", "width", "hidden", "heads", "head_dim", "batch", "blocks", "fused_qkv")
 CAPNP_FORMATS = {"plain": "profile.capnp", "gzip": "profile.capnp.gz", "none": None}
 
@@ -209,7 +210,7 @@ def load_case(case: str | Path) -> Case:
                           field="case", value=case)
     case = Path(case)
     manifest = read_manifest(case)
-    problems = verify_case(case)
+    problems = [p for p in verify_case(case) if p[0] != UNLISTED]   # unlisted files are only never read
     if problems:
         field, problem = problems[0]
         more = f" (and {len(problems) - 1} more; toolkit artifacts check lists them)" if len(problems) > 1 else ""
@@ -296,7 +297,7 @@ def verify_case(case: str | Path) -> list[tuple[str, str]]:
         problems += _check_file(case, name, rec)
     for name in _present(case):
         if name not in files:
-            problems.append(("files", f"{name} is in the case but not listed in the manifest (it is not loaded)"))
+            problems.append((UNLISTED, f"{name} is in the case but not listed in the manifest (it is not loaded)"))
     return problems
 
 
