@@ -96,7 +96,7 @@ def test_overwrite_only_ever_replaces_a_case(tmp_path, small) -> None:
 def test_a_second_writer_never_silently_replaces_the_first(tmp_path, small, monkeypatch) -> None:
     """The existence check passes for both; the one that lands second is refused, not applied."""
     out = tmp_path / "mlp-small-repeat"
-    import toolkit.artifacts as art
+    import toolkit.artifacts.case as art
     real = art._move_into_place
 
     def race(tmp, dest, overwrite):
@@ -110,7 +110,7 @@ def test_a_second_writer_never_silently_replaces_the_first(tmp_path, small, monk
 
 
 def test_temporary_directories_of_killed_runs_are_cleaned(tmp_path, small) -> None:
-    stale = tmp_path / ".mlp-small-repeat.999999.x1.tmp"   # no process 999999
+    stale = tmp_path / ".mlp-small-repeat.999999.rx1.tmp"   # no process 999999
     stale.mkdir()
     _case(tmp_path, small)
     assert not stale.exists()

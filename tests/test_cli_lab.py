@@ -6,7 +6,9 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import toolkit
@@ -58,3 +60,43 @@ def test_ctrl_c_stops_the_server_and_returns(tmp_path):
     start = time.monotonic()
     code = lab._run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path)   # stands in for the server
     assert code == 0 and time.monotonic() - start < lab.STOP_SECONDS   # the server was told to stop, and did
+
+
+FAKE_SERVER = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text(str(__import__("os").getpid()))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:   # a zombie (exited, not yet reaped) counts as gone
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_end_the_server_too(tmp_path, signum):
+    """``toolkit lab``'s process gets the signal; a fake server (a plain sleeping Python) must not outlive it."""
+    import os
+    import subprocess
+    pid_file = tmp_path / "server.pid"
+    code = ("import sys; from pathlib import Path; from toolkit.cli import lab; "
+            f"sys.exit(lab._run([sys.executable, '-c', {FAKE_SERVER!r}, {str(pid_file)!r}], Path('.')))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(toolkit.__file__).parents[1])})
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the fake server never started"
+        time.sleep(0.1)
+    server = int(pid_file.read_text())
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == 128 + signum
+    deadline = time.monotonic() + 10
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(server), "the server outlived toolkit lab"

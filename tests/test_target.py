@@ -91,3 +91,45 @@ def test_target_fields_of_the_wrong_type_are_named(tmp_path, body, field, match)
     with pytest.raises(OptionError, match=match) as err:
         load_target(path)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(("override", "match"), [
+    ({"ld128_align": 0}, r"ld128_align=0: must be a positive integer"),
+    ({"ld128_align": -16}, r"ld128_align=-16: must be a positive integer"),
+    ({"ld128_align": 24}, r"ld128_align=24: must be a power of two"),
+    ({"supervisors": 0}, r"supervisors=0: must be a positive integer"),
+    ({"staging_base": -1}, r"staging_base=-1: the staging window"),
+    ({"staging_base": 0xE7000}, r"staging_base=.*must lie in memory"),
+    ({"amp": []}, r"amp=\[\]: the AMP rate table is empty"),
+    ({"tiles": 100000}, r"tiles=100000: is above the limit of 8,192"),
+    ({"workers": 1000}, r"workers=1000: is above the limit of 64"),
+    ({"clock_hz": 1e-300}, r"clock_hz=1e-300: must be a clock frequency"),
+    ({"costs": {"sync_cycles": 2**63 - 1}}, r"costs.sync_cycles=9223372036854775807: is above 1,000,000,000"),
+])
+def test_target_fields_out_of_range_are_refused_by_name(override, match) -> None:
+    field = next(iter(override))
+    with pytest.raises(OptionError, match=match) as err:
+        ipu21().replace(**override)
+    assert err.value.field.startswith(field)
+
+
+@pytest.mark.parametrize(("name", "body"), [
+    ("t.json", "[" * 100000 + "]" * 100000),
+    ("t.json", '{"costs": ' * 5000 + "1" + "}" * 5000),
+    ("t.toml", "a = " + "[" * 100000 + "]" * 100000),
+    ("t.toml", "costs." * 5000 + "x = 1"),
+    ("t.toml", "tiles = 1472\n# caf\xe9\n".encode("latin-1")),
+])
+def test_target_files_nested_too_deep_or_not_utf8_are_errors(tmp_path, name, body) -> None:
+    p = tmp_path / name
+    p.write_bytes(body if isinstance(body, bytes) else body.encode())
+    with pytest.raises(OptionError, match=r"cannot read target overrides .*(nests deeper|dotted key|not UTF-8)"):
+        load_target(p)
+
+
+def test_a_fifo_target_file_does_not_block(tmp_path) -> None:
+    import os
+    p = tmp_path / "t.toml"
+    os.mkfifo(p)
+    with pytest.raises(OptionError, match="FIFO"):
+        load_target(p)

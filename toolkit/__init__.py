@@ -17,6 +17,26 @@ from toolkit.target import Target, ipu21, load_target
 
 __version__ = "0.1.0"
 
+# the public boundary: every argument is checked against its annotation before any work, so a wrong-typed
+# call raises OptionError naming the argument (toolkit.fields.typed), not an error from deep inside
+from toolkit.exchange import Exchange as _Exchange
+from toolkit.fields import typed as _typed
+from toolkit.placement import Placement as _Placement
+from toolkit.schedule import Schedule as _Schedule
+
+build_graph = _typed(build_graph)
+check = _typed(check, schedule=_Schedule | None, placement=_Placement | None, exchange=_Exchange | None)
+compile = _typed(compile, target=Target | str | None)
+ipu21 = _typed(ipu21)
+load = _typed(load)
+load_sweep = _typed(load_sweep)
+load_target = _typed(load_target)
+roofline = _typed(roofline)
+simulate = _typed(simulate)
+sweep = _typed(sweep)
+workloads = _typed(workloads)
+del _typed, _Exchange, _Placement, _Schedule
+
 __all__ = [
     "CheckResult",
     "Compilation",

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import polars as pl
 
 from toolkit import tables
-from toolkit.artifacts import MANIFEST, Case, check_artifacts, load_case, verify_case
+from toolkit.artifacts import MANIFEST, Case, check_artifacts, load_case, read_manifest, verify_case
 from toolkit.errors import OptionError
 from toolkit.profile import CATEGORIES, category_cycles, crop, query, timeline_categories
 from toolkit.report import hardware_figure
@@ -91,12 +91,16 @@ Cases = Mapping[str, Case]
 
 
 def case_dirs(root: str | Path) -> list[Path]:
-    """The case directories under ``root`` (every directory holding a manifest), by name."""
+    """The case directories under ``root`` (every directory holding a manifest, not following links nor entering
+    the temporaries of interrupted writes), by name."""
+    from toolkit.artifacts.check import walk_cases
+    if not isinstance(root, str | Path):
+        raise OptionError(f"root={root!r} must be a path, not {type(root).__name__}", field="root", value=root)
     root = Path(root)
     if not root.is_dir():
         msg = f"{root} is not a directory of cases; pass e.g. artifacts/joint-placement"
         raise OptionError(msg, field="root", value=str(root))
-    dirs = sorted({p.parent for p in root.rglob(MANIFEST)}, key=lambda p: (p.name, p.as_posix()))
+    dirs = sorted(walk_cases(root)[0], key=lambda p: (p.name, p.as_posix()))
     if not dirs:
         msg = f"no case (no {MANIFEST}) under {root}"
         raise OptionError(msg, field="root", value=str(root))
@@ -188,10 +192,10 @@ def _as_cases(cases: Cases | str | Path) -> Cases:
 
 
 def _manifest_files(case: Path) -> int:
-    import json
+    from toolkit.errors import FormatError
     try:
-        files = json.loads((case / MANIFEST).read_text()).get("files", {})
-    except (OSError, ValueError, AttributeError):
+        files = read_manifest(case).get("files", {})
+    except FormatError:
         return 0
     return len(files) if isinstance(files, dict) else 0
 

@@ -54,4 +54,119 @@ def check_fields(obj: Any, prefix: str, skip: tuple[str, ...] = (), field_prefix
             raise OptionError(msg, field=field_prefix + f.name, value=v)
 
 
-__all__ = ["TYPES", "check_fields"]
+def conforms(value: Any, ann: Any) -> bool | None:
+    """Whether ``value`` has the annotated type (``int`` refuses ``bool``, ``float`` takes an ``int``, containers
+    are checked one level deep); None when the annotation says nothing checkable (``Any``, a type variable)."""
+    import collections.abc as abc
+    import os
+    import types
+    import typing
+    if ann is Any or isinstance(ann, typing.TypeVar | str):
+        return None
+    if ann is None or ann is type(None):
+        return value is None
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        got = [conforms(value, a) for a in args]
+        return True if any(g is True for g in got) else None if any(g is None for g in got) else False
+    if origin is typing.Literal:
+        return value in args
+    if ann is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if ann is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if ann is os.PathLike:
+        return isinstance(value, os.PathLike)
+    if origin is abc.Callable or ann is abc.Callable:
+        return callable(value)
+    if origin is not None and isinstance(origin, type):
+        if origin is tuple and isinstance(value, list):
+            origin = list   # a list stands for a tuple (values are frozen on the way in)
+        if not isinstance(value, origin):
+            return False
+        if origin in (tuple, list, set, frozenset, abc.Sequence, abc.Set) and args and not isinstance(value, str):
+            item = args[0]
+            return all(conforms(v, item) is not False for v in value)
+        if origin in (dict, abc.Mapping) and args:
+            return all(conforms(k, args[0]) is not False for k in value)
+        return True
+    if isinstance(ann, type):
+        return isinstance(value, ann)
+    return None
+
+
+def describe(ann: Any) -> str:
+    """An annotation in words for an error message (``str | Path`` -> ``str or Path``)."""
+    import types
+    import typing
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        return " or ".join(describe(a) for a in typing.get_args(ann))
+    if ann is type(None):
+        return "None"
+    if isinstance(ann, type) and ann.__module__.startswith("toolkit"):
+        import toolkit
+        return f"toolkit.{ann.__name__}" if getattr(toolkit, ann.__name__, None) is ann else ann.__name__
+    return getattr(ann, "__name__", None) or str(ann).replace("typing.", "").replace("collections.abc.", "")
+
+
+def public_hints(func: Any) -> dict[str, Any]:
+    """The resolved annotations of ``func`` (or a class's ``__init__``); names imported only for type checking
+    are looked up among the toolkit's loaded modules; an annotation that cannot be resolved is left out."""
+    import sys
+    import typing
+    if isinstance(getattr(func, "hints", None), dict):
+        return dict(func.hints)
+    target = func.__init__ if isinstance(func, type) else func
+    target = getattr(target, "__wrapped__", target)
+    try:
+        return typing.get_type_hints(target)
+    except NameError:
+        pass
+    names: dict[str, Any] = dict(getattr(target, "__globals__", {}))
+    for mod in [m for n, m in list(sys.modules.items()) if n.startswith("toolkit") and m is not None]:
+        for k, v in vars(mod).items():
+            if isinstance(v, type) and k not in names:
+                names[k] = v
+    out = {}
+    for k, v in getattr(target, "__annotations__", {}).items():
+        try:
+            out[k] = eval(v, names) if isinstance(v, str) else v
+        except Exception:
+            continue
+    return out
+
+
+def typed(func: Any, **overrides: Any) -> Any:
+    """``func`` with every argument checked against its annotation first (``overrides``: a stricter type for
+    an argument annotated ``Any``); a wrong type is an OptionError naming the function, the argument, what
+    it must be and what it got. For the public API's boundary (``toolkit/__init__.py``)."""
+    import functools
+    import inspect
+    sig = inspect.signature(func)
+    hints = {**public_hints(func), **overrides}
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise OptionError(f"{func.__name__}(): {exc}", field=func.__name__) from None
+        for name, value in bound.arguments.items():
+            ann = hints.get(name)
+            if ann is None or sig.parameters[name].kind in (inspect.Parameter.VAR_KEYWORD,
+                                                            inspect.Parameter.VAR_POSITIONAL):
+                continue
+            if conforms(value, ann) is False:
+                shown = repr(value) if len(repr(value)) < 60 else f"{repr(value)[:57]}..."
+                what = describe(ann)
+                article = "an" if what[:1].lower() in "aeiou" else "a"
+                msg = (f"{func.__name__}({name}={shown}): {name} must be {article} {what}, not "
+                       f"{type(value).__name__}")
+                raise OptionError(msg, field=name, value=value)
+        return func(*args, **kwargs)
+
+    checked.hints = hints   # what is checked (public_hints reads it)
+    return checked
+
+
+__all__ = ["TYPES", "check_fields", "conforms", "describe", "public_hints", "typed"]

@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
-import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -26,6 +24,17 @@ from toolkit.fields import check_fields
 from toolkit.tables import ELEMENTS_SCHEMA, frame
 
 KIB = 1024
+#: size sanity limits, refused before any work (README "Limits"): a target past them is a typo, and would
+#: spend minutes and gigabytes before failing (100,000 tiles: 165 s and 14 GB)
+MAX_TILES = 8192               # 5.6 IPU21 chips of 1472 tiles
+MAX_COST = 10**9               # cycles, bytes or elements in one cost constant
+LIMITS: dict[str, int] = {
+    "tiles": MAX_TILES, "workers": 64, "supervisors": 16, "exchange_bytes_per_cycle": 1 << 16,
+    "packet_max_words": 1 << 20, "first_packet_max_words": 1 << 20, "word_bytes": 64,
+    "staging_window_bytes": 1 << 32, "plan_row_words": 1 << 16, "register_operands": 1024,
+    "instruction_element_bytes": 1 << 32, "grid_columns": MAX_TILES, "memory_end": 1 << 32,
+    "ld128_align": 1 << 16, "memory_elements": 4096, "amp": 64, "kernel_code_bytes": 4096,
+}
 
 
 class MemClass(StrEnum):
@@ -144,6 +153,9 @@ class Costs:
             value = getattr(self, f.name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 _fail(f"costs.{f.name}", value, "must be a non-negative integer")
+            if value > MAX_COST:
+                _fail(f"costs.{f.name}", value, f"is above {MAX_COST:,}, the largest cost constant the cost "
+                                                "formulas accept (products of them must fit 64 bits)")
         for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
                      "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle", "exchange_column_tiles",
                      "exchange_row_tiles", "exchange_panel_row_bytes"):
@@ -275,14 +287,22 @@ def ipu21() -> Target:
 
 
 def load_target(path: str | Path, base: Target | None = None) -> Target:
-    """Apply the overrides in a JSON or TOML file to ``base`` (default :func:`ipu21`)."""
+    """Apply the overrides in a JSON or TOML file to ``base`` (default :func:`ipu21`); the file is read bounded
+    (a regular file, at most ``files.TEXT_LIMIT`` bytes, UTF-8, nesting at most ``files.MAX_DEPTH``)."""
+    from toolkit.errors import FormatError
+    from toolkit.files import TEXT_LIMIT, load_json, load_toml, read_bytes
+    if not isinstance(path, str | Path):
+        raise OptionError(f"path={path!r} must be a path to a JSON or TOML file, not {type(path).__name__}",
+                          field="path", value=path)
+    if base is not None and not isinstance(base, Target):
+        raise OptionError(f"base must be a Target, not {type(base).__name__}", field="base", value=base)
     p = Path(path)
     try:
-        text = p.read_bytes()
-        data = tomllib.loads(text.decode()) if p.suffix == ".toml" else json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        msg = f"cannot read target overrides from {p}: {exc}"
-        raise OptionError(msg, field="target", value=str(p)) from exc
+        raw = read_bytes(p, limit=TEXT_LIMIT, what="target file")
+        data = load_toml(raw, str(p)) if p.suffix == ".toml" else load_json(raw, str(p))
+    except FormatError as exc:
+        msg = f"cannot read target overrides from {p}: {str(exc).removeprefix(f'{p}: ')}"
+        raise OptionError(msg, field="target", value=str(p)) from None
     if not isinstance(data, dict):
         msg = f"target overrides in {p} must be a table/object of field names, got {type(data).__name__}"
         raise OptionError(msg, field="target", value=str(p))
@@ -347,8 +367,11 @@ def _validate(t: Target) -> None:
         value = getattr(t, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             _fail(name, value, "must be a positive integer")
-    if not (isinstance(t.clock_hz, int | float) and math.isfinite(t.clock_hz) and t.clock_hz > 0):
-        _fail("clock_hz", t.clock_hz, "must be a positive number of Hz")
+    _validate_limits(t)
+    if not (isinstance(t.clock_hz, int | float) and math.isfinite(t.clock_hz) and 1e3 <= t.clock_hz <= 1e12):
+        _fail("clock_hz", t.clock_hz, "must be a clock frequency in Hz (from 1e3 to 1e12)")
+    if t.memory_start < 0:
+        _fail("memory_start", t.memory_start, "must be a non-negative address")
     if t.memory_end <= t.memory_start:
         _fail("memory_end", t.memory_end, f"must be above memory_start={t.memory_start:#x}")
     if not t.memory_start < t.load_limit <= t.memory_end:
@@ -356,6 +379,11 @@ def _validate(t: Target) -> None:
     if t.first_packet_max_words > t.packet_max_words:
         _fail("first_packet_max_words", t.first_packet_max_words, f"exceeds packet_max_words={t.packet_max_words}")
     _validate_elements(t)
+    if not t.memory_start <= t.staging_base <= t.memory_end - t.staging_window_bytes:
+        _fail("staging_base", t.staging_base, f"the staging window ({t.staging_window_bytes} bytes from it) must "
+                                              f"lie in memory {t.memory_start:#x}..{t.memory_end:#x}")
+    if not t.amp:
+        _fail("amp", [], "the AMP rate table is empty; give at least the f16 rate")
     if t.instruction_element_bytes % 16:
         _fail("instruction_element_bytes", t.instruction_element_bytes, "must be a multiple of 16")
     for rate in t.amp:
@@ -366,10 +394,31 @@ def _validate(t: Target) -> None:
             _fail("kernel_code_bytes", (name, size), "code sizes must be positive")
 
 
+def _validate_limits(t: Target) -> None:
+    """Positive alignment and supervisor counts, and the size sanity limits (``LIMITS``)."""
+    for name in ("supervisors", "ld128_align"):
+        value = getattr(t, name)
+        if value <= 0:
+            _fail(name, value, "must be a positive integer")
+    if t.ld128_align & (t.ld128_align - 1):
+        _fail("ld128_align", t.ld128_align, "must be a power of two (an alignment in bytes)")
+    for name, most in LIMITS.items():
+        value = getattr(t, name)
+        size = len(value) if isinstance(value, tuple) else value
+        if size > most:
+            what = "entries" if isinstance(value, tuple) else ""
+            _fail(name, size if isinstance(value, tuple) else value,
+                  f"is above the limit of {most:,}{' ' + what if what else ''} (README: Limits)")
+
+
 def _validate_types(t: Target) -> None:
     """Every field and every element and AMP entry against its declared type (toolkit.fields)."""
     check_fields(t, "invalid target:", skip=("memory_elements", "amp", "costs"))
+    if not isinstance(t.costs, Costs):
+        _fail("costs", t.costs, "must be a Costs (or, in a file or replace(), a table of cost fields)")
     for key, cls in _NESTED.items():
+        if not isinstance(getattr(t, key), tuple | list):
+            _fail(key, getattr(t, key), f"must be a list of {cls.__name__} entries")
         for i, entry in enumerate(getattr(t, key)):
             if not isinstance(entry, cls):
                 _fail(key, entry, f"entry {i} must be a {cls.__name__} ({', '.join(cls.__slots__)})")

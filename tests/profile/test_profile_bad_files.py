@@ -102,3 +102,57 @@ def test_any_value_for_a_target_field_is_accepted_or_refused_by_name(tmp_path_fa
         related = {"memory_start": ("memory_elements", "load_limit", "memory_end"),
                    "packet_max_words": ("first_packet_max_words",)}.get(name, ())
         assert err.field.split("[")[0].split(".")[0] in (name, "target", *related), (name, value, err.field)
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("clock_hz", True, r"clock_hz=True must be a number of Hz, not bool"),
+    ("clock_hz", "1.5e9", r"clock_hz='1.5e9' must be a number of Hz, not str"),
+    ("clock_hz", 1e-300, r"clock_hz=1e-300 is not a tile clock frequency"),
+    ("clock_hz", 1e300, r"clock_hz=1e\+300 is not a tile clock frequency"),
+    ("schema_version", 5.9, r"schema_version=5.9 must be an integer schema version"),
+    ("schema_version", True, r"schema_version=True must be an integer"),
+    ("format_version", "1", r"format_version='1' must be the integer 1"),
+    ("source", 1, r"source=1 must be one of"),
+    ("source", "measured", r"source='measured' must be one of"),
+    ("format", None, r"format=None must be the string"),
+])
+def test_profile_json_fields_are_strictly_typed(tmp_path, field, value, match) -> None:
+    out = write_parquet(synthetic_profile(tiles=2, samples_per_tile=4), tmp_path / "p")
+    attrs = json.loads((out / "profile.json").read_text())
+    attrs[field] = value
+    (out / "profile.json").write_text(json.dumps(attrs))
+    with pytest.raises(FormatError, match=match) as err:
+        read_profile(out)
+    assert err.value.field == field
+
+
+def test_a_profile_with_an_impossible_clock_cannot_be_exported(tmp_path) -> None:
+    from toolkit.profile import export_perfetto
+    p = synthetic_profile(tiles=2, samples_per_tile=4)
+    odd = Profile(samples=p.samples, clock_hz=1e-300)
+    with pytest.raises(FormatError, match="not a tile clock frequency"):
+        export_perfetto(odd, tmp_path / "t.json")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_killed_profile_rewrite_keeps_the_profile_and_the_next_write_recovers(tmp_path, monkeypatch) -> None:
+    from toolkit.files import replace
+    p = synthetic_profile(tiles=2, samples_per_tile=4)
+    out = write_parquet(p, tmp_path / "p.parquet")
+
+    class Killed(BaseException):
+        pass
+
+    def die(*_a):
+        raise Killed
+
+    from toolkit.profile import parquet_io
+    monkeypatch.setattr(replace, "remove", die)   # killed after the exchange, before the old copy is deleted
+    monkeypatch.setattr(parquet_io, "remove", die)   # (a kill runs no cleanup either)
+    with pytest.raises(Killed):
+        write_parquet(p, out)
+    monkeypatch.undo()
+    assert read_profile(out).samples.height == 8 and len(list(tmp_path.iterdir())) == 2
+    monkeypatch.setattr(replace, "alive", lambda pid: False)
+    write_parquet(p, out)
+    assert [x.name for x in tmp_path.iterdir()] == ["p.parquet"]

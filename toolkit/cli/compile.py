@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from toolkit.artifacts import check_artifacts, check_out, write_case
 from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
+from toolkit.files import check_not_input
 
 artifacts_app = typer.Typer(help="Inspect artifact directories.", no_args_is_help=True)
 
@@ -73,6 +74,8 @@ def compile_cmd(
     try:
         if out is not None:   # a path a case cannot be written to fails before the compile, not after
             check_out(out, overwrite=overwrite)
+            if target_file is not None:
+                check_not_input({"--out": out}, {"--target": target_file})
         graph = toolkit.build_graph(workload, batch=batch, blocks=blocks,
                                     **switches(biases, layernorm, residual, projection, host_layout))
         options = dict(parse_option(o) for o in option)

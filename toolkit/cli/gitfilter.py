@@ -29,6 +29,12 @@ def git_filter_cmd(
     path: Annotated[Path, typer.Argument(help="Any directory inside the checkout.")] = Path("."),
 ) -> None:
     """Install the output-stripping git filter for notebooks in the checkout holding PATH."""
+    if not path.exists():
+        typer.echo(f"error: path={str(path)!r} does not exist; give a directory inside the checkout", err=True)
+        raise typer.Exit(2)
+    if not path.is_dir():
+        typer.echo(f"error: path={str(path)!r} is a file; give a directory inside the checkout", err=True)
+        raise typer.Exit(2)
     try:
         top = _git("rev-parse", "--show-toplevel", cwd=path)
     except FileNotFoundError:

@@ -7,7 +7,8 @@ sets up the offline chart renderer (``toolkit.widgets.setup()``); this command
 makes sure the checkout strips outputs from saved notebooks (``toolkit
 git-filter``, skipped with a warning outside a git checkout), then runs
 ``python -m jupyterlab`` with this interpreter and waits for it. One Ctrl-C
-stops the server (no "shut down?" prompt).
+stops the server (no "shut down?" prompt); SIGTERM or SIGHUP (a closed terminal)
+ends it as well, so the server never outlives the command.
 """
 
 from __future__ import annotations
@@ -99,22 +100,54 @@ def _filter_state(notebooks: Path) -> tuple[str, str]:
     return "missing", f"not installed in {root}; `toolkit lab` installs it (as `toolkit git-filter` does)"
 
 
+class _Stop(Exception):
+    """SIGTERM or SIGHUP reached ``toolkit lab``: the server is ended before the command exits."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: signals that end ``toolkit lab`` and, with it, its server (a closed terminal sends SIGHUP, a service
+#: manager or ``kill`` SIGTERM); the server is a child, not in the caller's process group, so it would live on
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
 def _run(command: list[str], cwd: Path) -> int:
-    """Run the server and wait; Ctrl-C (which the terminal also sends the server) waits for it to stop."""
-    proc = subprocess.Popen(command, cwd=cwd, env={**os.environ, **ENV})
+    """Run the server and wait; Ctrl-C (which the terminal also sends the server) waits for it to stop;
+    SIGTERM and SIGHUP stop it too (terminated, then killed after ``STOP_SECONDS``), exiting 128 + the signal."""
+    def stop(signum: int, frame: object) -> None:
+        raise _Stop(signum)
+
+    old = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    proc = None
     try:
+        proc = subprocess.Popen(command, cwd=cwd, env={**os.environ, **ENV})
         while True:   # short waits: a blocking waitpid is restarted after SIGINT once polars is imported
             try:
                 return proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 pass
     except KeyboardInterrupt:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)    # in case the interrupt reached only this process
-        try:
-            proc.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        typer.echo("JupyterLab stopped", err=True)
+        _end(proc, signal.SIGINT)   # in case the interrupt reached only this process
         return 0
+    except _Stop as exc:
+        _end(proc, signal.SIGTERM)
+        return 128 + exc.signum
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _end(proc: subprocess.Popen | None, signum: int) -> None:
+    """Send the server ``signum``, wait ``STOP_SECONDS`` for it to exit, then kill it."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signum)
+    try:
+        proc.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    typer.echo("JupyterLab stopped", err=True)

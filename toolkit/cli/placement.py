@@ -29,7 +29,7 @@ def solve(
     time_limit: Annotated[float, typer.Option("--time-limit", help="Seconds of search if greedy fails.")] = 60.0,
 ) -> None:
     """Place every buffer below CAPACITY; exit 0 fit, 3 proven infeasible, 4 not proven, 2 bad input."""
-    from toolkit.files import check_output
+    from toolkit.files import check_not_input, check_output
     from toolkit.placement.arena import ArenaStatus, solve_arena
     from toolkit.placement.csvio import read_arena_csv, write_arena_csv
 
@@ -41,6 +41,7 @@ def solve(
             msg = f"--time-limit={time_limit} must be a positive number of seconds"
             raise OptionError(msg, field="time_limit", value=time_limit)
         check_output(output, "--output")
+        check_not_input({"--output": output}, {"INPUT": input})
         df = read_arena_csv(input)
     except (FormatError, OptionError) as exc:
         typer.echo(f"error: {exc}", err=True)

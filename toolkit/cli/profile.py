@@ -10,7 +10,7 @@ import typer
 
 from toolkit.cli.graph import fail
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import check_output
+from toolkit.files import check_not_input, check_output
 
 app = typer.Typer(help="Read, crop, query and export cycle profiles (simulated or hardware).", no_args_is_help=True)
 
@@ -60,6 +60,9 @@ def query_cmd(
     """Cycles per kernel / operation / phase / kind / tile."""
     from toolkit.profile import query
 
+    if limit < 0:
+        fail(OptionError(f"--limit={limit} must be a number of rows >= 0 (the JSON output has every row)",
+                         field="limit", value=limit))
     profile = _read(file)
     try:
         q = query(profile, by=group_by, cropped=not shared_clock)
@@ -94,6 +97,7 @@ def export_cmd(
 
     try:
         check_output(perfetto, "--perfetto")
+        check_not_input({"--perfetto": perfetto}, {"FILE": file})
     except OptionError as exc:
         fail(exc)
     profile = _read(file)
@@ -131,6 +135,7 @@ def render_cmd(
 
     try:
         check_output(output, "--output")
+        check_not_input({"--output": output}, {"FILE": file})
         report = profile_report(_read(file), name=file.name, shared_clock=shared_clock)
         paths = write_report(report, output, images=[f for f, on in (("png", png), ("svg", svg)) if on])
     except (FormatError, OptionError) as exc:

@@ -100,7 +100,8 @@ def read_placement_dump(path: str | Path) -> pl.DataFrame:
     """Read a placement dump JSON into ALLOCATIONS_SCHEMA rows (labels resolved); FormatError when malformed."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        from toolkit.files import load_json, read_text  # a regular file, bounded, nesting checked
+        data = load_json(read_text(p, what="placement dump"), str(p), "placement dump")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"cannot read a placement dump: {exc}", file=str(p)) from exc
     if not isinstance(data, dict):

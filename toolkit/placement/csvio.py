@@ -13,6 +13,7 @@ COLUMNS = ("id", "lower", "upper", "size")
 #: largest size or lifetime bound accepted: far beyond any memory, and small enough that the solver's sums of
 #: sizes and offsets (up to 2**14 buffers) stay inside signed 64-bit integers
 MAX_BYTES = 1 << 48
+CSV_LIMIT = 1 << 30   # bytes of one arena CSV file
 
 
 def read_arena_csv(path: str | Path) -> pl.DataFrame:
@@ -23,8 +24,10 @@ def read_arena_csv(path: str | Path) -> pl.DataFrame:
     p = Path(path)
     if p.is_dir():
         raise FormatError("is a directory; give a MiniMalloc CSV file (id,lower,upper,size)", file=str(p))
+    from toolkit.files import read_bytes  # a regular file (never a FIFO or device), bounded
+    data = read_bytes(p, limit=CSV_LIMIT, what="CSV file")
     try:
-        raw = pl.read_csv(p, infer_schema=False)
+        raw = pl.read_csv(data, infer_schema=False)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise FormatError(f"cannot read CSV: {exc}", file=str(p)) from exc
     missing = [c for c in COLUMNS if c not in raw.columns]

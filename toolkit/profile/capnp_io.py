@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import gzip
 import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import pyarrow.compute as pc
 
 from toolkit import tables
 from toolkit.errors import FormatError
-from toolkit.files import atomic_write
+from toolkit.files import atomic_write, gunzip, read_bytes
 from toolkit.profile import wire
 from toolkit.profile.model import DEFAULT_CLOCK_HZ, SCHEMA_VERSIONS, SOURCES, Profile, validate
 from toolkit.profile.wire import Wire
@@ -50,6 +49,8 @@ SOURCE_KEY = "toolkit.source"
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+#: the largest profile file read (plain or compressed): one Cap'n Proto segment holds at most 2**29 words
+MAX_BYTES = 4 << 30
 
 
 @functools.cache
@@ -88,23 +89,22 @@ def layout() -> dict[str, _Struct]:
 
 
 # -- reading ------------------------------------------------------------------
-def read_capnp(path: str | os.PathLike[str]) -> Profile:
-    """Read a Cap'n Proto profile of schema version 1..5.
+def read_capnp(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> Profile:
+    """Read a Cap'n Proto profile of schema version 1..5 (plain or gzip-compressed).
 
     Raises :class:`FormatError` (naming the file, tile and problem) for unreadable,
-    truncated or corrupt files, unknown schema versions and impossible samples.
+    truncated or corrupt files, unknown schema versions and impossible samples; a
+    FIFO or device, a file past ``MAX_BYTES``, a gzip stream that expands past its
+    limit (:func:`toolkit.files.gunzip`) and texts or lists that reference far more
+    than the message holds (:mod:`toolkit.profile.wire`) are refused by name.
+    ``root``: the file must lie inside that directory (a case).
     """
+    if not isinstance(path, str | os.PathLike):
+        raise FormatError(f"path={path!r} must be a path, not {type(path).__name__}", field="path", value=path)
     file = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        msg = f"cannot read the profile ({exc.strerror or exc})"
-        raise FormatError(msg, file=file) from None
+    data = read_bytes(path, limit=MAX_BYTES, root=root, what="profile")
     if data[:2] == GZIP_MAGIC:  # a gzip-compressed message (``.capnp.gz``)
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise FormatError(f"corrupt gzip stream ({exc})", file=file, offset=0) from None
+        data = gunzip(data, file)
     w = Wire(data, file)
     if w.seg_end[0] == w.seg_start[0]:
         w.fail("the first segment is empty: there is no root pointer", offset=0)

@@ -33,6 +33,9 @@ WRAP = 1 << 32
 HALF = 1 << 31
 DEFAULT_CLOCK_HZ = 1.5e9
 SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
+#: clocks a profile may state: a tile clock is a few GHz; outside this range cycle-to-time conversions are
+#: meaningless (1e-300 Hz gives infinite microseconds, which a Perfetto export writes as null)
+CLOCK_RANGE_HZ = (1e3, 1e12)
 SOURCES = ("hardware", "simulated")
 #: what each source means, in the words reports use
 SOURCE_MEANING = {"simulated": "simulated (this toolkit's cycle simulator)",
@@ -143,10 +146,9 @@ def validate(profile: Profile, *, file: str) -> Profile:
     samples = _conform(profile.samples, tables.SAMPLES_SCHEMA, "samples", file)
     activities = _conform(profile.activities, tables.ACTIVITIES_SCHEMA, "activities", file)
     metadata = _conform(profile.metadata, tables.METADATA_SCHEMA, "metadata", file)
-    if not np.isfinite(profile.clock_hz) or profile.clock_hz <= 0:
-        msg = f"clock_hz={profile.clock_hz!r} is not a positive frequency"
-        raise FormatError(msg, file=file, field="clock_hz", value=profile.clock_hz)
-    if profile.schema_version not in SCHEMA_VERSIONS:
+    check_clock(profile.clock_hz, file)
+    if isinstance(profile.schema_version, bool) or not isinstance(profile.schema_version, int | np.integer) \
+            or profile.schema_version not in SCHEMA_VERSIONS:
         lo, hi = SCHEMA_VERSIONS[0], SCHEMA_VERSIONS[-1]
         msg = f"schema_version={profile.schema_version!r} is not a profile schema this reader knows ({lo}..{hi})"
         raise FormatError(msg, file=file, field="schema_version", value=profile.schema_version)
@@ -183,6 +185,15 @@ def validate(profile: Profile, *, file: str) -> Profile:
             raise FormatError(msg, file=file, tile=t, field="tile", value=t)
     return Profile(samples=samples, activities=activities, metadata=metadata, clock_hz=float(profile.clock_hz),
                    schema_version=int(profile.schema_version), source=profile.source)
+
+
+def check_clock(clock_hz: object, file: str) -> None:
+    """A clock is a real number of Hz within ``CLOCK_RANGE_HZ`` (not a bool, not NaN)."""
+    lo, hi = CLOCK_RANGE_HZ
+    ok = isinstance(clock_hz, int | float | np.integer | np.floating) and not isinstance(clock_hz, bool)
+    if not ok or not np.isfinite(clock_hz) or not lo <= clock_hz <= hi:
+        msg = f"clock_hz={clock_hz!r} is not a tile clock frequency (a number of Hz from {lo:g} to {hi:g})"
+        raise FormatError(msg, file=file, field="clock_hz", value=clock_hz)
 
 
 def _check_activity_samples(samples: pl.DataFrame, activities: pl.DataFrame, file: str) -> None:

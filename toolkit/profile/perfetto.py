@@ -12,7 +12,10 @@ Events are built as polars frames and serialized with ``write_json`` (no
 per-event Python). Past ``max_events_per_file`` the trace is split into
 several files by whole tiles (a track never spans files): ``out`` becomes
 ``<stem>.000<suffix>``, ``<stem>.001<suffix>``, ... Each file is written under
-a temporary name and renamed.
+a temporary name and renamed (a temporary left by a killed export is removed by
+the next export of the same file), and an export into fewer chunks than the one
+before removes that one's other chunk files (only files that begin as this
+exporter's traces do).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import polars as pl
 
 from toolkit.errors import OptionError
 from toolkit.files import atomic_write
+from toolkit.files.write import clean_stale
 from toolkit.profile.crop import Crop, crop
-from toolkit.profile.model import WRAP, Profile
+from toolkit.profile.model import WRAP, Profile, check_clock
 
 DEFAULT_MAX_EVENTS = 1_000_000
 
@@ -37,6 +41,15 @@ def export_perfetto(profile: Profile, out: str | os.PathLike[str], max_events_pe
 
     Offsets are from the crop origin (``shared_clock``: the earliest start).
     """
+    if not isinstance(profile, Profile):
+        msg = f"profile must be a toolkit.profile.Profile, not {type(profile).__name__}"
+        raise OptionError(msg, field="profile", value=type(profile).__name__)
+    if not isinstance(out, str | os.PathLike):
+        raise OptionError(f"out={out!r} must be a path, not {type(out).__name__}", field="out", value=out)
+    if isinstance(max_events_per_file, bool) or not isinstance(max_events_per_file, int):
+        msg = f"max_events_per_file={max_events_per_file!r} must be an integer"
+        raise OptionError(msg, field="max_events_per_file", value=max_events_per_file)
+    check_clock(profile.clock_hz, "profile")
     if max_events_per_file < 1:
         msg = f"max_events_per_file={max_events_per_file} must be at least 1"
         raise OptionError(msg, field="max_events_per_file", value=max_events_per_file)
@@ -53,6 +66,8 @@ def export_perfetto(profile: Profile, out: str | os.PathLike[str], max_events_pe
     process = (f'{{"name":"process_name","ph":"M","pid":0,"tid":0,'
                f'"args":{{"name":"IPU tiles ({profile.source}, {profile.clock_hz / 1e6:g} MHz)"}}}}')
     tagged = [f.join(tile_chunk, on="tid", how="left") for f in families]
+    clean_stale(target)   # a killed export's temporary of the single file
+    stale = _old_chunks(target, keep=paths)
     for k, path in enumerate(paths):
         parts = [process]
         for f in tagged:
@@ -61,7 +76,34 @@ def export_perfetto(profile: Profile, out: str | os.PathLike[str], max_events_pe
                 parts.append(body.write_json()[1:-1])
         text = '{"displayTimeUnit":"ns","traceEvents":[\n' + ",\n".join(parts) + "\n]}\n"
         atomic_write(path, lambda tmp, text=text: tmp.write_text(text))
+    for p in stale:   # an earlier export into more chunks (or one file): its other files go
+        p.unlink(missing_ok=True)
     return paths
+
+
+HEADER = b'{"displayTimeUnit":"ns","traceEvents":['
+
+
+def _old_chunks(target: Path, keep: list[Path]) -> list[Path]:
+    """Files of an earlier export of ``target`` that this one does not rewrite: ``target`` itself and its
+    ``<stem>.NNN<suffix>`` chunks, only those that begin as this exporter's traces do (never another file)."""
+    import re
+    suffix = target.suffix or ".json"
+    pattern = re.compile(re.escape(target.stem) + r"\.\d{3}" + re.escape(suffix))
+    found = [target]
+    if target.parent.is_dir():
+        found += [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
+    old = []
+    for p in found:
+        if p in keep or p.is_symlink() or not p.is_file():
+            continue
+        try:
+            with p.open("rb") as f:
+                if f.read(len(HEADER)) == HEADER:
+                    old.append(p)
+        except OSError:
+            continue
+    return old
 
 
 def _pack(counts: np.ndarray, limit: int) -> np.ndarray:

@@ -32,6 +32,7 @@ U32 = np.uint64(0xFFFFFFFF)
 Where = Callable[[int], tuple[str, int | None]]
 LIST_BYTE = 2
 LIST_COMPOSITE = 7
+TEXT_SLACK = 1 << 20   # bytes of text allowed beyond twice the message size
 
 
 def _nowhere(i: int) -> tuple[str, int | None]:
@@ -68,6 +69,9 @@ class Wire:
         # traversal budget against amplification (many pointers to one big list): a real
         # profile references each word about once
         self.budget = 2 * total + 1024
+        # text budget: the bytes of all distinct texts built; pointers into one shared text at different
+        # offsets (overlapping texts) would otherwise build a quadratic amount of string data
+        self.text_budget = 2 * 8 * total + TEXT_SLACK
 
     # -- errors ---------------------------------------------------------------
     def fail(self, msg: str, *, offset: int | None = None, tile: int | None = None, field: str | None = None) -> None:
@@ -252,6 +256,13 @@ class Wire:
         shared = pc.dictionary_encode(pa.array(byte0))
         first = shared.dictionary.to_numpy()
         index = shared.indices.to_numpy(zero_copy_only=False)
+        longest = np.zeros(len(first), np.int64)
+        np.maximum.at(longest, index, nbytes)
+        self.text_budget -= int(longest.sum())
+        if self.text_budget < 0:
+            limit = 2 * len(self.data) + TEXT_SLACK
+            self.fail(f"{field}: the texts add up to more than {limit:,} bytes (twice the message plus "
+                      f"{TEXT_SLACK:,}): overlapping or shared texts in a corrupt or malicious message", field=field)
         if len(first) < len(byte0):
             lengths = np.zeros(len(first), np.int64)
             lengths[index] = nbytes

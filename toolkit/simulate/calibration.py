@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from typing import Any, NoReturn
 
 import polars as pl
@@ -44,8 +43,10 @@ def load_calibration(path: str | os.PathLike[str]) -> pl.DataFrame:
     """
     file = os.fspath(path)
     try:
-        text = Path(file).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        from toolkit.files import depth_ok, read_text  # a regular file, bounded, nesting checked
+        text = read_text(file, what="calibration file")
+        depth_ok(text, file, what="calibration file")
+    except (OSError, UnicodeDecodeError, FormatError) as exc:
         msg = f"{file}: cannot read the calibration file ({exc.__class__.__name__}: {exc})"
         raise FormatError(msg, file=file) from None
     try:

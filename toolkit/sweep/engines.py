@@ -44,6 +44,10 @@ from toolkit.target import Target
 MAX_ATTEMPTS = 3
 WATCH_SECONDS = 0.2
 CONNECT_TIMEOUT = "10s"
+PROBE_SECONDS = 5.0       # a scheduler's handshake arrives at once; silence this long means no scheduler
+GREETING_BYTES = 256
+WORKER_SECONDS = 10.0     # a scheduler with no worker for this long is named
+POLL_SECONDS = 1.0        # how often a waiting sweep checks that the cluster still has workers
 
 
 def inline_rows(points: Sequence[Point], target: Target) -> Iterator[dict[str, Any]]:
@@ -102,8 +106,47 @@ def watch_parent(stop: Any) -> None:
     threading.Thread(target=watch, name="toolkit-sweep-watchdog", daemon=True).start()
 
 
+def probe(address: str, seconds: float | None = None) -> None:
+    """Refuse, within ``seconds``, a ``tcp://`` address where nothing listens or something other than a Dask
+    scheduler does: a scheduler greets every connection at once with its handshake (its ``compression`` and
+    ``pickle-protocol`` settings); a silent or foreign server would otherwise hold the client for minutes."""
+    import socket
+    from urllib.parse import urlsplit
+    seconds = PROBE_SECONDS if seconds is None else seconds
+    if not address.startswith("tcp://"):
+        return
+    where = urlsplit(address)
+    try:
+        host, port = where.hostname, where.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise OptionError(f"scheduler {address!r} is not a host:port address (e.g. tcp://10.0.0.5:8786)",
+                          field="scheduler", value=address)
+    greeting = b""
+    try:
+        with socket.create_connection((host, port), timeout=seconds) as sock:
+            sock.settimeout(seconds)
+            while len(greeting) < GREETING_BYTES and b"compression" not in greeting:
+                got = sock.recv(GREETING_BYTES)
+                if not got:
+                    break
+                greeting += got
+    except TimeoutError:
+        pass
+    except OSError as exc:
+        msg = f"cannot reach the Dask scheduler at {address!r} within {seconds:g} s: {exc.strerror or exc}"
+        raise OptionError(msg, field="scheduler", value=address) from None
+    if b"compression" not in greeting:
+        said = "said nothing" if not greeting else f"answered {greeting[:24]!r}"
+        msg = (f"{address!r} is not a Dask scheduler: waited {seconds:g} s for its handshake and the server {said} "
+               f"(is another program listening on that port?)")
+        raise OptionError(msg, field="scheduler", value=address)
+
+
 def connect(scheduler: Any) -> tuple[Any, bool]:
-    """A ``distributed.Client`` for an address (owned: the caller closes it) or the client given."""
+    """A ``distributed.Client`` for an address (owned: the caller closes it) or the client given; the address
+    must answer as a Dask scheduler (:func:`probe`) and have a worker within ``WORKER_SECONDS``."""
     try:
         from distributed import Client
     except ImportError as exc:  # pragma: no cover - the extra is installed in tests
@@ -114,11 +157,20 @@ def connect(scheduler: Any) -> tuple[Any, bool]:
     if not isinstance(scheduler, str):
         msg = f"scheduler={scheduler!r} must be an address such as 'tcp://10.0.0.5:8786' or a distributed.Client"
         raise OptionError(msg, field="scheduler", value=scheduler)
+    probe(scheduler)
     try:
-        return Client(scheduler, timeout=CONNECT_TIMEOUT), True
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:
         msg = f"cannot reach the Dask scheduler at {scheduler!r} within {CONNECT_TIMEOUT}: {exc}"
         raise OptionError(msg, field="scheduler", value=scheduler) from None
+    try:
+        client.wait_for_workers(1, timeout=WORKER_SECONDS)
+    except (TimeoutError, OSError) as exc:
+        client.close()
+        msg = (f"the Dask scheduler at {scheduler!r} has no workers (waited {WORKER_SECONDS:g} s); start some with "
+               f"`dask worker {scheduler}`")
+        raise OptionError(msg, field="scheduler", value=scheduler) from exc
+    return client, True
 
 
 def dask_slots(client: Any) -> int:
@@ -126,17 +178,40 @@ def dask_slots(client: Any) -> int:
 
 
 def dask_rows(points: Sequence[Point], target: Target, client: Any) -> Iterator[dict[str, Any]]:
-    """Submit every point to the cluster; rows in finishing order; a point the cluster loses is ``crashed``."""
-    from distributed import as_completed as completed
+    """Submit every point to the cluster; rows in finishing order; a point the cluster loses is ``crashed``.
+
+    Waits in steps of ``POLL_SECONDS``; when the cluster has had no worker for ``WORKER_SECONDS`` (all lost,
+    none joined) or the scheduler connection is gone, the sweep stops with an error saying how many points
+    still wait (the finished ones are already written)."""
+    from distributed import wait
     run = uuid.uuid4().hex[:8]
     futures = {client.submit(run_point, p, target, key=f"toolkit-sweep-{run}-{p.id}"): p for p in points}
+    pending = set(futures)
+    idle_since: float | None = None
     try:
-        for fut in completed(futures):
-            p = futures[fut]
+        while pending:
+            if client.status != "running":
+                msg = (f"lost the connection to the Dask scheduler ({client.status}) while {len(pending)} points "
+                       f"were waiting; rerun the sweep to finish them")
+                raise OptionError(msg, field="scheduler", value=str(client.scheduler.address))
             try:
-                row = fut.result()
-            except Exception as exc:   # KilledWorker, a cancelled or lost task: the point is a row
-                row = crashed_row(p, f"lost on the Dask cluster: {type(exc).__name__}: {exc}")
-            yield row
+                done, pending = wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for fut in done:
+                p = futures[fut]
+                try:
+                    row = fut.result()
+                except Exception as exc:   # KilledWorker, a cancelled or lost task: the point is a row
+                    row = crashed_row(p, f"lost on the Dask cluster: {type(exc).__name__}: {exc}")
+                yield row
+            if done or not pending or client.nthreads():
+                idle_since = None
+            else:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > WORKER_SECONDS:
+                    msg = (f"the Dask scheduler has had no workers for {WORKER_SECONDS:g} s while {len(pending)} "
+                           f"points wait for one; start workers (or rerun the sweep to finish them)")
+                    raise OptionError(msg, field="scheduler", value=str(client.scheduler.address))
     finally:
         client.cancel(list(futures))

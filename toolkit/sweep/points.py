@@ -14,16 +14,19 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import tomllib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import FormatError, OptionError
+from toolkit.files import TEXT_LIMIT, load_toml, read_bytes
 from toolkit.options import Options, as_options
 from toolkit.target import Target
 
+#: the most points one sweep may have (README: Limits); a bigger grid is refused before it is expanded
+MAX_POINTS = 10_000
 WORKLOAD_KEYS = ("batch", "blocks")   # grid keys that are workload parameters, not compile options
 GRID_FILE_KEYS = ("workloads", "grid")
 
@@ -38,6 +41,7 @@ class Point:
     blocks: int
     weight_dtype: str          # the matmul weight format compiled (the option, else the preset's)
     options: Options
+    target_digest: str = ""    # SHA-256 (16 hex digits) of the target's fields: which machine it compiled for
 
 
 def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -47,6 +51,7 @@ def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
         msg = f"a sweep grid must map keys to lists of values, got {type(grid).__name__}"
         raise OptionError(msg, field="grid", value=grid)
     axes = {key: _axis(key, values) for key, values in grid.items()}
+    _check_size(math.prod(len(v) for v in axes.values()), {k: len(v) for k, v in axes.items()})
     keys = list(axes)
     points = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
     for p in points:
@@ -57,9 +62,20 @@ def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     return points or [{}]
 
 
+def _check_size(n: int, what: dict[str, int]) -> None:
+    if n > MAX_POINTS:
+        sizes = " x ".join(f"{v} {k}" for k, v in what.items())
+        msg = (f"the sweep has {n:,} points ({sizes}); the limit is {MAX_POINTS:,} points per sweep: split the "
+               f"grid into several sweeps into the same --out")
+        raise OptionError(msg, field="grid", value=n)
+
+
 def _axis(key: Any, values: Any) -> list[Any]:
     if not isinstance(key, str):
         raise OptionError(f"grid key {key!r} must be an option name (a string)", field=str(key), value=key)
+    if len(str(key)) > 200:
+        raise OptionError(f"grid key {str(key)[:40]!r}... is {len(str(key))} characters; not an option name",
+                          field="grid", value=str(key)[:40])
     if isinstance(values, str | bytes) or not isinstance(values, Sequence | set | frozenset):
         msg = (f"grid {key}={values!r} must be a list of values (a generator or iterator would be used up "
                f"once; pass list(...))")
@@ -90,6 +106,9 @@ def sweep_points(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | N
     from toolkit.graph import PRESETS, get_workload
     if isinstance(workloads, str):
         workloads = [workloads]
+    if not isinstance(workloads, Sequence) or not all(isinstance(w, str) for w in workloads):
+        msg = f"workloads={workloads!r} must be a list of preset names (see toolkit.workloads())"
+        raise OptionError(msg, field="workloads", value=workloads)
     workloads = list(workloads)
     if not workloads:
         msg = ("a sweep needs at least one workload: name presets (see `toolkit workloads`) or give "
@@ -102,6 +121,12 @@ def sweep_points(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | N
     twice = sorted({w for w in workloads if workloads.count(w) > 1})
     if twice:
         raise OptionError(f"workload {twice[0]!r} is given twice; give it once", field="workloads", value=twice[0])
+    if not isinstance(target, Target):
+        raise OptionError(f"target must be a Target, not {type(target).__name__}", field="target", value=target)
+    if grid is not None and isinstance(grid, Mapping):
+        _check_size(len(workloads) * math.prod(len(v) if isinstance(v, Sequence | set | frozenset) else 1
+                                               for v in grid.values()), {"workloads": len(workloads)} | {
+            k: len(v) for k, v in grid.items() if isinstance(v, Sequence | set | frozenset)})
     combos = grid_points(grid or {})
     target_digest = digest(target.to_dict())
     points: dict[str, Point] = {}
@@ -114,7 +139,7 @@ def sweep_points(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | N
                           "target": target_digest, "toolkit": __version__})[:16]
             points.setdefault(pid, Point(id=pid, workload=name, batch=workload.batch, blocks=workload.blocks,
                                          weight_dtype=options.weight_dtype or workload.weight_dtype,
-                                         options=options))
+                                         options=options, target_digest=target_digest[:16]))
     return list(points.values())
 
 
@@ -131,13 +156,11 @@ def digest(value: Any) -> str:
 
 def read_grid_file(path: str | Path) -> tuple[list[str], dict[str, list[Any]]]:
     """``workloads = [...]`` and a ``[grid]`` table from a TOML file (TOML itself refuses a repeated key)."""
+    if not isinstance(path, str | Path):
+        raise OptionError(f"path={path!r} must be a path to a TOML grid file, not {type(path).__name__}",
+                          field="path", value=path)
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise FormatError(f"cannot read the grid file: {exc.strerror}", file=str(p)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise FormatError(f"the grid file is not valid TOML: {exc}", file=str(p)) from None
+    data = load_toml(read_bytes(p, limit=TEXT_LIMIT, what="grid file"), str(p), "the grid file")
     extra = sorted(set(data) - set(GRID_FILE_KEYS))
     if extra:
         msg = f"unknown key {extra[0]!r}; a grid file holds {' and '.join(GRID_FILE_KEYS)} (a [grid] table)"

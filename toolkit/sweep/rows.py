@@ -57,6 +57,7 @@ OPTION_COLUMNS: Schema = {f"opt_{name}": _option_dtype(tp) for name, tp in typin
 SWEEP_SCHEMA: Schema = {
     "point_id": STR,            # hash of workload fields, canonical options, target fields, toolkit version
     "workload": STR, "batch": BIG, "blocks": BIG, "weight_dtype": STR,
+    "target_digest": STR,       # SHA-256 of the target's fields (16 hex digits): sweeps of two targets differ
     **OPTION_COLUMNS,           # the options compiled (grid values and defaults), typed; null: searched
     "status": STR,              # ok | error | crashed
     "error": STR,               # first line of the error (null when ok)
@@ -122,7 +123,8 @@ def identity(point: Point) -> dict[str, Any]:
     opts["opt_plans"] = "; ".join(f"{op}={plan}" for op, plan in point.options.plans) or None
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
     return {"point_id": point.id, "workload": point.workload, "batch": point.batch, "blocks": point.blocks,
-            "weight_dtype": point.weight_dtype, **opts, "worker": f"{socket.gethostname()}:{os.getpid()}",
+            "weight_dtype": point.weight_dtype, "target_digest": point.target_digest or None,
+            **opts, "worker": f"{socket.gethostname()}:{os.getpid()}",
             "toolkit_version": __version__}
 
 

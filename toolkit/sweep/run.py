@@ -11,11 +11,15 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.errors import OptionError
 from toolkit.sweep.engines import connect, dask_rows, dask_slots, inline_rows, pool_rows
 from toolkit.sweep.points import sweep_points
 from toolkit.sweep.rows import to_frame
 from toolkit.sweep.store import check_out, finished_ids, load_sweep, write_row
 from toolkit.target import Target, ipu21
+
+#: the most local worker processes one sweep starts (README: Limits)
+MAX_WORKERS = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,9 +65,12 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
     :class:`SweepInterrupted` says how many points finished and how many remain.
     """
     target = target or ipu21()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        msg = f"workers={workers!r} must be a number of local processes from 1 to {MAX_WORKERS}"
+        raise OptionError(msg, field="workers", value=workers)
     points = sweep_points(workloads, grid, target)
     out_dir = check_out(out) if out is not None else None
-    skip = finished_ids(out_dir) & {p.id for p in points} if out_dir is not None else set()
+    skip = finished_ids(out_dir, {p.id for p in points}) if out_dir is not None else set()
     todo = [p for p in points if p.id not in skip]
     client, owned = connect(scheduler) if scheduler is not None else (None, False)
     slots = dask_slots(client) if client is not None else max(workers, 1)
@@ -96,5 +103,5 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
         if owned:
             client.close()
     order = pl.DataFrame({"point_id": [p.id for p in points]}).with_row_index("_order")
-    got = load_sweep(out_dir) if out_dir is not None else to_frame(list(rows.values()))
+    got = load_sweep(out_dir, ids={p.id for p in points}) if out_dir is not None else to_frame(list(rows.values()))
     return got.join(order, on="point_id").sort("_order").drop("_order")

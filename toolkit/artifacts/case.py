@@ -1,29 +1,13 @@
-"""Artifact directories: one case per compiled workload, written atomically, checked for consistency.
-
-Layout of a case (``artifacts/<experiment>/<case>/``):
-
-- ``manifest.json``: workload and its parameters, options, target, toolkit
-  version, source (simulated | hardware), clock, cropped cycles, max abs error
-  (when checked), summary numbers, created time, and every file with its size;
-- ``tables/<stage>.<frame>.parquet``: every stage's tables (zstd-compressed);
-- ``profile.capnp`` and ``profile/`` (Parquet) when a profile is attached;
-- ``log.txt``: what ran, one ``key=value`` record per line.
-
-Writes go to a temporary sibling directory that is renamed into place at the
-end, so an interrupted run leaves no half case. ``check_artifacts`` reports
-cases whose directory name, manifest and log disagree (the placement note's
-model case: a directory named for batch 4 whose log says batch 1).
-"""
+"""Write, load and verify one case directory (see the package docstring for the layout)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
+import posixpath
 import re
-import shutil
-import tempfile
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,16 +16,21 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import check_parent, read_table
-from toolkit.graph import PRESETS
+from toolkit.files import (
+    check_parent,
+    load_json,
+    open_regular,
+    read_table,
+    read_text,
+    write_table,
+)
+from toolkit.files.replace import make_tmp, recover, remove, replace_dir
+from toolkit.files.write import refuse_link
 
 MANIFEST = "manifest.json"
 LOG = "log.txt"
-CHECK_SCHEMA = {"case": pl.String, "field": pl.String, "directory": pl.String, "manifest": pl.String,
-                "log": pl.String, "problem": pl.String}
+UNLISTED = "unlisted"   # the problem field of a file in a case that its manifest does not list
 WORKLOAD_FIELDS = ("tokens", "width", "hidden", "heads", "head_dim", "batch", "blocks", "fused_qkv")
-
-
 CAPNP_FORMATS = {"plain": "profile.capnp", "gzip": "profile.capnp.gz", "none": None}
 
 
@@ -51,21 +40,21 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
 
     ``capnp`` chooses the hardware-format copy of the profile: ``plain``
     (``profile.capnp``), ``gzip`` (``profile.capnp.gz``, for committed cases) or
-    ``none``; the Parquet profile is always written.
+    ``none``; the Parquet profile is always written. An existing case is
+    replaced (``overwrite``) so that a complete case is at ``out`` at every moment.
     """
     from toolkit import __version__
     if capnp not in CAPNP_FORMATS:
         msg = f"capnp={capnp!r} must be one of {sorted(CAPNP_FORMATS)}"
         raise OptionError(msg, field="capnp", value=capnp)
     out = check_out(out, overwrite=overwrite)
-    _clean_stale(out)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=out.parent))
+        tmp = make_tmp(out)
     except OSError as exc:
         raise OptionError(f"cannot write a case under {out.parent}: {exc.strerror}", field="out",
                           value=str(out)) from exc
     try:
-        files = _write_tables(compilation, tmp)
+        _write_tables(compilation, tmp)
         cropped = clock = None
         if profile is not None:
             from toolkit.profile import crop, write_capnp, write_parquet
@@ -98,24 +87,38 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
         if check is not None:
             log.append(f"max_abs_error={check.max_abs_error}")
             log.append(f"max_abs_deviation={check.max_abs_deviation}")
-        (tmp / LOG).write_text("\n".join([*log, *(extra_log or [])]) + "\n")
+        text = "\n".join([*log, *(extra_log or [])]) + "\n"
+        (tmp / LOG).write_bytes(text.encode("utf-8", "backslashreplace"))
         files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
-        manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": _digest(tmp / f)} for f in files}
+        manifest["files"] = {f: {"bytes": (tmp / f).stat().st_size, "sha256": _digest(tmp / f, tmp)} for f in files}
+        import json
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         tmp.chmod(0o755)
         _move_into_place(tmp, out, overwrite)
-    except OSError as exc:   # a full disk, a name too long, a folder gone: nothing half-written is left
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise OptionError(f"cannot write case {out}: {exc.strerror or exc}", field="out", value=str(out)) from exc
+    except (OSError, pl.exceptions.ComputeError) as exc:   # a full disk, a name too long, a folder gone
+        remove(tmp)
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise OptionError(f"cannot write case {out}: {reason}; nothing was written (an existing case is "
+                          f"unchanged)", field="out", value=str(out)) from exc
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove(tmp)
         raise
     return out
 
 
 def check_out(out: str | Path, *, overwrite: bool) -> Path:
-    """Refuse, before any work, an output path a case cannot be written to (or must not replace)."""
+    """Refuse, before any work, an output path a case cannot be written to (or must not replace); finish or
+    roll back a replacement of it that a killed run left (:func:`toolkit.files.replace.recover`)."""
+    if not isinstance(out, str | os.PathLike):
+        raise OptionError(f"out={out!r} must be a path, not {type(out).__name__}", field="out", value=out)
     out = Path(out)
+    refuse_link(out, "--out")
+    here, real = os.path.realpath(os.getcwd()), os.path.realpath(out)
+    if not out.name or out.name in (".", "..") or here == real or here.startswith(real.rstrip(os.sep) + os.sep):
+        msg = (f"--out {out} is the current directory or holds it; a case directory is replaced whole: give a new "
+               f"path such as runs/{Path(here).name or 'case'}")
+        raise OptionError(msg, field="out", value=str(out))
+    recover(out, _complete)
     if out.exists() and not out.is_dir():
         raise OptionError(f"--out {out} is a file, not a case directory", field="out", value=str(out))
     if out.exists() and not overwrite:
@@ -125,27 +128,29 @@ def check_out(out: str | Path, *, overwrite: bool) -> Path:
         msg = (f"--out {out} exists and is not a case directory (no readable {MANIFEST} written by the toolkit); "
                f"refusing to replace it: choose a new directory")
         raise OptionError(msg, field="out", value=str(out))
-    return check_parent(out, "out", create=True, reserve=40)   # room for ".<name>.<pid>.<random>.tmp"
+    return check_parent(out, "out", create=True, reserve=40)   # room for ".<name>.<pid>.r<random>.tmp"
 
 
 def _is_case(path: Path) -> bool:
     try:
-        data = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError):
+        data = read_manifest(path)
+    except FormatError:
         return False
-    return isinstance(data, dict) and "toolkit_version" in data and "workload" in data
+    return "toolkit_version" in data
+
+
+def _complete(path: Path) -> bool:
+    return _is_case(path) and not verify_case(path)
 
 
 def _move_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Rename the finished case into place; an old case (overwrite) is moved aside first and removed after."""
-    if out.exists() and overwrite:
+    """Put the finished case at ``out``: a new name by one rename; an existing case (overwrite) replaced in one
+    exchange (:func:`toolkit.files.replace.replace_dir`)."""
+    if overwrite and os.path.lexists(out):
         if not _is_case(out):
             raise OptionError(f"--out {out} is no longer a case directory; refusing to replace it", field="out",
                               value=str(out))
-        old = out.with_name(f".{out.name}.{os.getpid()}.old")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, out)
         return
     try:
         os.rename(tmp, out)   # fails if another run wrote the case meanwhile (a non-empty directory)
@@ -156,41 +161,19 @@ def _move_into_place(tmp: Path, out: Path, overwrite: bool) -> None:
         raise
 
 
-def _clean_stale(out: Path) -> None:
-    """Remove temporary directories of this case left by runs that were killed (their process is gone)."""
-    for p in out.parent.glob(f".{out.name}.*.tmp") if out.parent.is_dir() else ():
-        parts = p.name[len(out.name) + 2:].split(".")
-        if parts and parts[0].isdigit() and not _alive(int(parts[0])):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _digest(path: Path) -> str:
+def _digest(path: Path, root: Path) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as f:
+    with os.fdopen(open_regular(path, root=root, what="case file"), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
 
 
-def _write_tables(compilation, root: Path) -> list[str]:
+def _write_tables(compilation, root: Path) -> None:
     tables = root / "tables"
     tables.mkdir()
-    names = []
     for name, df in compilation.frames().items():
-        path = tables / f"{name}.parquet"
-        df.write_parquet(path, compression="zstd", compression_level=9)
-        names.append(path.name)
-    return names
+        write_table(df, tables / f"{name}.parquet", compression="zstd", compression_level=9)
 
 
 def _jsonable(value: Any) -> Any:
@@ -220,36 +203,37 @@ class Case:
 
 
 def load_case(case: str | Path) -> Case:
-    """Read a case directory written by :func:`write_case` (``toolkit.load``)."""
+    """Read a case directory written by :func:`write_case` (``toolkit.load``): only the files its manifest
+    lists, after every one passes its size and SHA-256 check."""
+    if not isinstance(case, str | os.PathLike):
+        raise OptionError(f"case={case!r} must be a path to a case directory, not {type(case).__name__}",
+                          field="case", value=case)
     case = Path(case)
     manifest = read_manifest(case)
-    problems = verify_case(case)
+    problems = [p for p in verify_case(case) if p[0] != UNLISTED]   # unlisted files are only never read
     if problems:
         field, problem = problems[0]
         more = f" (and {len(problems) - 1} more; toolkit artifacts check lists them)" if len(problems) > 1 else ""
         raise FormatError(f"case fails its integrity check: {problem}{more}", file=str(case), field=field)
-    tables = {}
-    for path in sorted((case / "tables").glob("*.parquet")):
-        tables[path.stem] = read_table(path)
+    listed = sorted(manifest["files"])
+    tables = {name[len("tables/"):-len(".parquet")]: read_table(case / name, root=case)
+              for name in listed if name.startswith("tables/") and name.endswith(".parquet") and name.count("/") == 1}
     profile = None
-    if (case / "profile").is_dir():
+    if "profile/profile.json" in listed:
         from toolkit.profile import read_parquet
         profile = read_parquet(case / "profile")
     else:
-        from toolkit.profile import read_capnp
+        from toolkit.profile.capnp_io import read_capnp
         for name in ("profile.capnp", "profile.capnp.gz"):
-            if (case / name).exists():
-                profile = read_capnp(case / name)
+            if name in listed:
+                profile = read_capnp(case / name, root=case)
                 break
     return Case(path=case, manifest=manifest, log=read_log(case), tables=tables, profile=profile)
 
 
 def read_manifest(case: str | Path) -> dict:
     path = Path(case) / MANIFEST
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise FormatError(f"cannot read the manifest: {exc}", file=str(path)) from exc
+    data = load_json(read_text(path, root=case, what=MANIFEST), str(path), MANIFEST)
     if not isinstance(data, dict) or "workload" not in data:
         raise FormatError("manifest has no 'workload' field", file=str(path), field="workload")
     return data
@@ -263,13 +247,27 @@ MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def bad_name(name: Any) -> str | None:
+    """Why a manifest file name is not a relative, normalized path inside the case (None: it is)."""
+    if not isinstance(name, str) or not name:
+        return "is not a file name"
+    if name.startswith("/") or "\\" in name or "\0" in name:
+        return "is not a relative path inside the case"
+    if posixpath.normpath(name) != name or name.split("/")[0] in ("..", ".") or "/../" in f"/{name}/":
+        return "is not a normalized path inside the case (no '..', '.', '//')"
+    if name == MANIFEST:
+        return "is the manifest itself"
+    return None
+
+
 def verify_case(case: str | Path) -> list[tuple[str, str]]:
-    """Problems of one case directory as (field, problem): the manifest's schema, and every file it lists
-    against its recorded size and SHA-256 (a flipped byte, a truncated table, a missing file)."""
+    """Problems of one case directory as (field, problem): the manifest's schema; every file it lists (a
+    relative normalized path, a regular file inside the case, its recorded size and SHA-256); and every file
+    in the case that it does not list (reported, never loaded)."""
     case = Path(case)
     try:
-        manifest = json.loads((case / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
+        manifest = load_json(read_text(case / MANIFEST, root=case, what=MANIFEST), str(case / MANIFEST), MANIFEST)
+    except FormatError as exc:
         return [("manifest", f"cannot read {MANIFEST}: {exc}")]
     if not isinstance(manifest, dict):
         return [("manifest", f"{MANIFEST} is not an object")]
@@ -280,82 +278,67 @@ def verify_case(case: str | Path) -> list[tuple[str, str]]:
         elif not isinstance(manifest[key], types) or (isinstance(manifest[key], bool) and bool not in types):
             kinds = " or ".join(t.__name__ for t in types)
             problems.append((key, f"manifest {key}={manifest[key]!r} must be {kinds}"))
+    clock = manifest.get("clock_hz")
+    if isinstance(clock, int | float) and not isinstance(clock, bool):
+        from toolkit.profile.model import CLOCK_RANGE_HZ
+        if not CLOCK_RANGE_HZ[0] <= clock <= CLOCK_RANGE_HZ[1]:
+            problems.append(("clock_hz", f"manifest clock_hz={clock!r} is not a tile clock (from "
+                                         f"{CLOCK_RANGE_HZ[0]:g} to {CLOCK_RANGE_HZ[1]:g} Hz)"))
     params = manifest.get("params") if isinstance(manifest.get("params"), dict) else {}
     for key, value in params.items():
         if value is not None and not isinstance(value, int):
             problems.append((f"params.{key}", f"manifest params.{key}={value!r} must be an integer or null"))
     files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
     for name, rec in files.items():
-        path = case / name
-        if not (isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and isinstance(rec.get("sha256"), str)):
-            problems.append(("files", f"{name}: no size and content hash recorded (written before hashes were "
-                                      "kept; regenerate the case)"))
-        elif not path.is_file():
-            problems.append(("files", f"{name} is listed in the manifest but missing"))
-        elif path.stat().st_size != rec["bytes"]:
-            problems.append(("files", f"{name} has {path.stat().st_size} bytes, the manifest says {rec['bytes']}"))
-        elif _digest(path) != rec["sha256"]:
-            problems.append(("files", f"{name} does not match its recorded SHA-256 (changed since it was written)"))
+        why = bad_name(name)
+        if why is not None:
+            problems.append(("files", f"manifest entry {name!r} {why}; it is not read"))
+            continue
+        problems += _check_file(case, name, rec)
+    for name in _present(case):
+        if name not in files:
+            problems.append((UNLISTED, f"{name} is in the case but not listed in the manifest (it is not loaded)"))
     return problems
+
+
+def _check_file(case: Path, name: str, rec: Any) -> list[tuple[str, str]]:
+    path = case / name
+    if not (isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and isinstance(rec.get("sha256"), str)):
+        return [("files", f"{name}: no size and content hash recorded (written before hashes were kept; "
+                          "regenerate the case)")]
+    if not os.path.lexists(path):
+        return [("files", f"{name} is listed in the manifest but missing")]
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+            return [("files", f"{name} is not a regular file (a link, FIFO or device); it is not read")]
+        size = path.stat().st_size
+        if size != rec["bytes"]:
+            return [("files", f"{name} has {size} bytes, the manifest says {rec['bytes']}")]
+        if _digest(path, case) != rec["sha256"]:
+            return [("files", f"{name} does not match its recorded SHA-256 (changed since it was written)")]
+    except (OSError, FormatError) as exc:
+        return [("files", f"{name} cannot be read: {exc}")]
+    return []
+
+
+def _present(case: Path) -> list[str]:
+    """Every file and link in the case (not following links), as relative paths, except the manifest."""
+    found = []
+    for top, dirs, names in os.walk(case, followlinks=False):
+        rel = Path(top).relative_to(case)
+        found += [(rel / n).as_posix() for n in names]
+        found += [(rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(top, d))]
+    return sorted(n for n in found if n != MANIFEST)
 
 
 def read_log(case: str | Path) -> dict[str, str]:
     """The ``key=value`` records of a case log (the last value of each key wins)."""
     path = Path(case) / LOG
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
     records: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in read_text(path, root=case, what=LOG).splitlines():
         for key, value in re.findall(r"(\w+)=(\S+)", line):
             records[key] = value
     return records
-
-
-def check_artifacts(root: str | Path) -> pl.DataFrame:
-    """One row per problem of the cases under ``root``: integrity (manifest schema, every file's size and
-    SHA-256) and disagreement between a case's directory name, manifest and log (empty when every case passes)."""
-    root = Path(root)
-    if not root.exists():
-        raise OptionError(f"artifact directory {root} does not exist", field="root", value=str(root))
-    if not root.is_dir():
-        raise OptionError(f"{root} is a file; pass a directory of cases (or one case directory)", field="root",
-                          value=str(root))
-    rows: list[dict] = []
-    cases = sorted({p.parent for p in root.rglob(MANIFEST)})
-    bare = sorted({p.parent for p in root.rglob("tables") if p.is_dir() and not (p.parent / MANIFEST).exists()})
-    rows += [_row(c, "manifest", c.name, None, None, f"a case directory (it has tables/) without {MANIFEST}")
-             for c in bare]
-    if not cases and not bare:
-        rows.append(_row(root, "manifest", root.name, None, None, f"no case (no {MANIFEST}) under {root}"))
-    for case in cases:
-        name = case.name
-        problems = verify_case(case)
-        rows += [_row(case, field, name, None, None, problem) for field, problem in problems]
-        if any(f in ("workload", "params", "manifest") for f, _ in problems):
-            continue   # the consistency checks below read these fields
-        manifest = read_manifest(case)
-        log = read_log(case)
-        params = manifest.get("params", {})
-        preset = PRESETS.get(name)
-        if preset is not None and manifest["workload"] != name:
-            rows.append(_row(case, "workload", name, manifest["workload"], log.get("workload"),
-                             "directory is named for a different preset than the manifest's workload"))
-        if "workload" in log and log["workload"] != manifest["workload"]:
-            rows.append(_row(case, "workload", name, manifest["workload"], log["workload"],
-                             "log and manifest name different workloads"))
-        for field in ("batch", "blocks"):
-            want = getattr(preset, field) if preset is not None else None
-            got = params.get(field)
-            logged = log.get(field)
-            if want is not None and got is not None and int(got) != int(want):
-                rows.append(_row(case, field, str(want), str(got), logged,
-                                 f"directory '{name}' implies {field}={want} but the manifest says {got}"))
-            if logged is not None and got is not None and str(got) != logged:
-                rows.append(_row(case, field, None if want is None else str(want), str(got), logged,
-                                 f"log says {field}={logged} but the manifest says {got}"))
-    return pl.DataFrame(rows, schema=CHECK_SCHEMA)
-
-
-def _row(case: Path, field: str, directory, manifest, log, problem: str) -> dict:
-    return {"case": case.as_posix(), "field": field, "directory": directory, "manifest": manifest, "log": log,
-            "problem": problem}
