@@ -217,12 +217,14 @@ def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols
         return
     for store in ("resident", "gathered") if m > 1 else ("resident",):
         for staging in range(min(k - 1, 3)):
-            for order in ("columns", "rows"):
+            for order, memory, orientation in (("columns", "", "normal"), ("rows", "standard", "swapped"),
+                                               ("columns", "interleaved", "swapped")):
                 f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
-                                  "weights": [store], "staging": [staging], "order": [order]})
+                                  "weights": [store], "staging": [staging], "order": [order], "memory": [memory],
+                                  "orientation": [orientation]})
                 assert f.select(plan_labels())["plan"].item() == GemmPlan(
                     m=m, n=n, k=k, result_rows=rows, result_cols=cols, weights=store, staging=staging,
-                    order=order).label()
+                    order=order, memory=memory, orientation=orientation).label()
 
 
 def test_gathered_weights_are_read_per_repeat_instance() -> None:

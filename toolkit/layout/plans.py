@@ -86,6 +86,9 @@ class OpPlan:
     out_cast: bool = False           # an elementwise op storing F143 for FP8 matmuls (an early cast)
     coefficient: int | None = None   # need key of an attention product's AMP coefficient operand held in the
                                      # layout's weight class (grid plans: K for scores, V for values)
+    swapped: bool = False            # the kernel runs the transposed product: its rows are the cell's columns and
+                                     # the left panel (need ``coefficient``) is the AMP coefficient
+    weight_class: str = ""           # the op's own coefficient memory class ("": the layout's)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -171,10 +174,12 @@ def linear_plan(op: dict, a: int, w: int, bias: int, out: int, p: LayoutParams, 
         needs[w] = w_lay.with_cells(ci.transpose(2, 1, 0)[None])
         weights[w] = gathered_store(w_lay, inner_b, spatial)
         del slots[w]
+    swapped = gemm is not None and gemm.swapped
     plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel=amp_kernel(precision),
                   precision=precision, cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs=needs,
                   weights=weights, weight_slots=slots, output=out_lay,
-                  coefficient=w if w in needs else None)
+                  coefficient=a if swapped else w if w in needs else None, swapped=swapped,
+                  weight_class=gemm.memory if gemm is not None else "")
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
                       ci.transpose(2, 0, 1)[..., None])
