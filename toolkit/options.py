@@ -43,6 +43,8 @@ class Options:
                                                # distinct failing tile; its node budgets decide, so results do not
                                                # depend on the machine's load
     plans: tuple[tuple[str, str], ...] = ()    # per-op GEMM plan pins {"fc1": "4x92x4", "fc2": "4x24x15/16x24"}
+    # planned tile -> execution tile: a name (layout.mapping.MAPPINGS, e.g. "block-92-2") or a list of tiles
+    tile_mapping: str | tuple[int, ...] | None = None   # (None: the identity)
     plan_search: bool = True                   # search per-op GEMM plans (off, or any global linear knob pinned:
                                                # every unpinned linear op follows the global grid)
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
@@ -157,6 +159,7 @@ def as_options(options: Options | Mapping[str, Any] | None) -> Options:
             hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
             msg = f"unknown option {key!r}{hint}"
             raise OptionError(msg, field=str(key), value=options[key])
-    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits") and isinstance(v, tuple | list) else v)
+    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits", "tile_mapping") and isinstance(v, tuple | list)
+                  else v)
               for k, v in options.items()}
     return Options(**values)

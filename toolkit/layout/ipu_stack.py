@@ -33,6 +33,8 @@ IPU_STACK_OPS = {"linear": 1, "fused": 4, "gelu": 1, "scores": 4}
 NOT_IN_BENCHMARK = {"layernorm": "LayerNorm", "add": "the residual add", "cast": "FP8 casts"}
 #: the test binary that takes ``--gemm-plan-constraint`` (scripts/mlp-layout-sweep.py)
 BINARY = "ipu-trivial-test"
+#: the file ``--tile-mapping`` names (a JSON array: the execution tile of every planned tile)
+MAPPING_FILE = "tile-mapping.json"
 #: the F143 operand scale of the hardware's FP8 programs (HARDWARE.md section 5: "FP8 weights (F143 scale -4)")
 FP8_SCALE = -4
 
@@ -91,9 +93,11 @@ def constraint_lines(ops: list[dict], plans: tuple[tuple[str, GemmPlan], ...], w
 
 
 def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[tuple[str, GemmPlan], ...],
-                   weight_class: str, fp8_scale: int | None) -> tuple[list[str], list[str]]:
+                   weight_class: str, fp8_scale: int | None, tile_mapping: tuple[int, ...] = ()
+                   ) -> tuple[list[str], list[str]]:
     """The ``ipu-trivial-test`` argument list (workload, batch, constraints) that runs the program, and the
-    warnings: what the command cannot say (the ops and fields it leaves out)."""
+    warnings: what the command cannot say (the ops and fields it leaves out). A tile mapping is passed as
+    ``--tile-mapping`` :data:`MAPPING_FILE` (a JSON list indexed by planned tile), which the caller writes."""
     lines, warnings = constraint_lines(ops, plans, weight_class)
     batch, blocks = int(graph_params["batch"]), int(graph_params.get("blocks", 1) or 1)
     args = [BINARY, "c600-init.ipucfg"]   # the device configuration; --sdk defaults to $POPLAR_SDK_ENABLED
@@ -131,6 +135,9 @@ def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[
         warnings.append(f"ipu-stack's benchmark has no {', '.join(left_out)}: those ops of this graph are not run")
     for line in lines:
         args += ["--gemm-plan-constraint", line]
+    if tile_mapping:
+        args += ["--tile-mapping", MAPPING_FILE]
+        warnings.append(f"write the tile mapping to {MAPPING_FILE}: json.dumps(list(c.layout.chosen.tile_mapping))")
     return args, warnings
 
 
@@ -139,5 +146,5 @@ def normalize_memory(plan: GemmPlan, weight_class: str | None) -> GemmPlan:
     return dataclasses.replace(plan, memory="") if weight_class and plan.memory == weight_class else plan
 
 
-__all__ = ["BINARY", "FP8_SCALE", "IPU_STACK_OPS", "constraint_lines", "ipu_stack_args", "normalize_memory",
-           "op_numbers", "resolve_number"]
+__all__ = ["BINARY", "FP8_SCALE", "IPU_STACK_OPS", "MAPPING_FILE", "constraint_lines", "ipu_stack_args",
+           "normalize_memory", "op_numbers", "resolve_number"]

@@ -27,6 +27,7 @@ from toolkit.layout.attention import attention_grid, qkv_need, softmax_rows
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
+from toolkit.layout.mapping import map_plans
 from toolkit.layout.reduction import REDUCE_SLICE_MIN_COLS, reduce_slices
 from toolkit.layout.stores import gathered_store, stream_store
 
@@ -49,6 +50,7 @@ class LayoutParams:
     plans: tuple[tuple[str, GemmPlan], ...] = ()   # per-op GEMM plans (op name, plan); other linears use the grid
     stream_weights: str = "resident"  # LayerNorm gamma / beta: resident on every home tile, or gathered (stored
                                       # once, in pieces over the home tiles, and gathered before every use)
+    tile_mapping: tuple[int, ...] = ()  # execution tile of every planned tile (layout.mapping; (): the identity)
 
     def plan_of(self, op_name: str) -> GemmPlan | None:
         """The op's own GEMM plan, or None (it follows the global grid)."""
@@ -381,4 +383,4 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         cache[(op["op_id"], key)] = plan
         layout_of[out] = plan.output
         plans.append(plan)
-    return plans
+    return map_plans(plans, p.tile_mapping)

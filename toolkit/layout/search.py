@@ -36,6 +36,7 @@ from toolkit.layout.gemm_search import (
     searches_plans,
 )
 from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args
+from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
@@ -102,7 +103,8 @@ class LayoutResult:
         params = self.graph.params
         dtype = params.get("weight_dtype")
         return ipu_stack_args(params, str(params.get("kind")), list(self.graph.ops.iter_rows(named=True)),
-                              self.chosen.plans, self.chosen.weight_class, FP8_SCALE if dtype == "f8_143" else None)
+                              self.chosen.plans, self.chosen.weight_class, FP8_SCALE if dtype == "f8_143" else None,
+                              self.chosen.tile_mapping)
 
     def with_choice(self, candidate_id: int, placed: dict[int, bool],
                     lowered: dict[int, int] | None = None) -> LayoutResult:
@@ -130,6 +132,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     """
     tiles = compute_tiles(graph, target, options)
     check_pins(graph, options)
+    perm = tile_permutation(options.tile_mapping, tiles)   # applied to the typed layouts; the screen is blind to it
     graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
     pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
@@ -160,7 +163,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
         for cls in classes:
             cid = len(rows)
-            params[cid] = dataclasses.replace(p, weight_class=cls)
+            params[cid] = dataclasses.replace(p, weight_class=cls, tile_mapping=perm)
             rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, "local_rows": local,
                          **by_class[cls],
                          **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
