@@ -264,7 +264,8 @@ def test_every_pinned_plan_of_the_docs_compiles_places_and_checks(source, worklo
     assert c.check.passed, (source, c.check.message)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ToolkitWarning)
-        assert set(lines) <= set(c.layout.constraints())   # the program says the lines it was given
+        # the program says the lines it was given (batch-1, one remote partial per epoch, is written streamed)
+        assert {line.replace(":batch-1:", ":streamed:") for line in lines} <= set(c.layout.constraints())
 
 
 def _read_back(c) -> dict:

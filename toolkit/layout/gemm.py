@@ -291,6 +291,8 @@ def read_constraint(text: str) -> Constraint:
 
 
 def _reduction(text: str, value: str) -> int:
+    """``complete`` 0, ``streamed`` 1, ``batch-N`` N remote partials per epoch (``batch-1`` is one per epoch, the
+    same program here as ``streamed``, and is written back as ``streamed``)."""
     if value == "complete":
         return 0
     if value == "streamed":
