@@ -79,9 +79,16 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
         if key == CONSTRAINT_KEY:
             line = read_constraint(text)
             for v, ops in variants.items():
-                op = resolve_number(line.op, ops, text)
-                plan = normalize_memory(constraint_plan(line, int(op["rows"]), int(op["cols"]), op["name"]),
-                                        weight_class)
+                try:
+                    op = resolve_number(line.op, ops, text)
+                    plan = normalize_memory(constraint_plan(line, int(op["rows"]), int(op["cols"]), op["name"]),
+                                            weight_class)
+                except OptionError as exc:   # both QKV forms searched: say which graph the line does not fit
+                    if len(variants) < 2:
+                        raise
+                    msg = (f"{exc} [in the graph with {'fused' if v else 'separate'} QKV; ipu-stack builds one "
+                           f"form (--fuse-qkv or not): pin fused_qkv to the form the lines were written for]")
+                    raise OptionError(msg, field=exc.field, value=text) from None
                 _check_fits(op, plan, tiles, "plans.RxCxK", text)
                 if any(name == op["name"] for name, _ in out[v]):
                     msg = f"constraint {text!r}: op {op['name']!r} (number {line.op}) is pinned twice"
