@@ -3,7 +3,6 @@ class, tile mappings, the emitted command, and every pinned plan its documents q
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import warnings
 
@@ -293,4 +292,5 @@ def test_every_preset_round_trips_through_its_constraint_lines(preset) -> None:
     labels = {n: g.label() for n, g in first.layout.chosen.plans}
     assert {n: g.label() for n, g in again.layout.chosen.plans} == labels
     assert again.profile.samples["end_cycle"].max() == first.profile.samples["end_cycle"].max()
-    assert dataclasses.replace(again.layout.chosen, plans=()) == dataclasses.replace(first.layout.chosen, plans=())
+    cols = ["phase", "tile", "kernel", "rows", "cols", "inner", "est_cycles"]   # the same program, command by command
+    assert again.schedule.commands.select(cols).equals(first.schedule.commands.select(cols))
