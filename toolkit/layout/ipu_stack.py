@@ -89,6 +89,11 @@ def constraint_lines(ops: list[dict], plans: tuple[tuple[str, GemmPlan], ...], w
         lines.append(line)
         if lost:
             warnings.append(f"op {op['name']!r} ({plan.label()}): ipu-stack's line cannot say {', '.join(lost)}")
+    products = [f"{name} {plan.label()}" for name, plan in plans
+                if any(op["name"] == name and op["rule"] in ("scores", "values") for op in ops)]
+    if products:
+        warnings.append(f"the attention product grids ({', '.join(products)}) have no constraint line: ipu-stack "
+                        f"chooses its own (--attention-products)")
     return lines, warnings
 
 
