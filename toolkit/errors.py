@@ -84,3 +84,8 @@ class InvalidIRError(ToolkitError):
             if more:
                 msg += f"\n... and {more} more offending rows"
         super().__init__(msg, **context)
+
+
+class ToolkitWarning(UserWarning):
+    """Something the toolkit did that the caller should know of, though nothing failed (a field a format
+    cannot say, for instance)."""

@@ -37,6 +37,8 @@ TYPES: dict[str, tuple[Any, str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "str | None": (lambda v: v is None or isinstance(v, str), "a string (or None)"),
     "tuple[int, ...]": (_seq(_is_int), "a list of integers"),
+    "str | tuple[int, ...] | None": (lambda v: v is None or isinstance(v, str) or _seq(_is_int)(v),
+                                     "a name or a list of integers (or None)"),
     "tuple[tuple[str, int], ...]": (_seq(_pair), "a table of names to integers, e.g. {'gelu': 1536}"),
 }
 

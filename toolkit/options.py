@@ -43,6 +43,8 @@ class Options:
                                                # distinct failing tile; its node budgets decide, so results do not
                                                # depend on the machine's load
     plans: tuple[tuple[str, str], ...] = ()    # per-op GEMM plan pins {"fc1": "4x92x4", "fc2": "4x24x15/16x24"}
+    # planned tile -> execution tile: a name (layout.mapping.MAPPINGS, e.g. "block-92-2") or a list of tiles
+    tile_mapping: str | tuple[int, ...] | None = None   # (None: the identity)
     plan_search: bool = True                   # search per-op GEMM plans (off, or any global linear knob pinned:
                                                # every unpinned linear op follows the global grid)
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
@@ -100,19 +102,38 @@ class Options:
         plans = self.plans
         if isinstance(plans, Mapping):
             plans = tuple(plans.items())
+        elif isinstance(plans, str):   # the CLI's one value: entries split at ';' (and ',' by the CLI's parser)
+            plans = tuple(p for p in plans.split(";") if p.strip())
+        if isinstance(plans, tuple | list):
+            plans = tuple(_plan_entry(p) if isinstance(p, str) else p for p in plans)
         if not isinstance(plans, tuple | list) or not all(
                 isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], str)
                 for p in plans):
             msg = (f"option plans={self.plans!r} must map op names to plan strings, e.g. "
-                   f"{{'fc1': '4x92x4', 'fc2': '4x24x15'}}")
+                   f"{{'fc1': '4x92x4', 'fc2': '4x24x15'}}, or list ipu-stack constraint lines "
+                   f"['0:4x92x4:4x1:48:interleaved:normal:complete:direct'] or 'fc1=4x92x4' entries")
             raise OptionError(msg, field="plans", value=self.plans)
-        object.__setattr__(self, "plans", tuple(sorted((str(k), str(v)) for k, v in plans)))
+        object.__setattr__(self, "plans", tuple(sorted((str(k), str(v).strip()) for k, v in plans)))
         if not isinstance(self.plan_search, bool):
             msg = f"option plan_search={self.plan_search!r} must be true or false"
             raise OptionError(msg, field="plan_search", value=self.plan_search)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: the key a plans entry has when it is an ipu-stack constraint line (``OP:RxCxK:...``, op named by number)
+CONSTRAINT_KEY = "#"
+
+
+def _plan_entry(text: str) -> tuple[str, str] | str:
+    """One listed plans entry: ``fc1=4x92x4`` (an op name and our label) or an ipu-stack constraint line."""
+    if ":" in text:
+        return (CONSTRAINT_KEY, text.strip())
+    if "=" in text:
+        key, plan = text.split("=", 1)
+        return (key.strip(), plan.strip())
+    return text
 
 
 def _check_types(o: Options) -> None:
@@ -138,6 +159,7 @@ def as_options(options: Options | Mapping[str, Any] | None) -> Options:
             hint = f"; did you mean {close[0]!r}?" if close else f"; known options: {', '.join(names)}"
             msg = f"unknown option {key!r}{hint}"
             raise OptionError(msg, field=str(key), value=options[key])
-    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits") and isinstance(v, tuple | list) else v)
+    values = {k: (tuple(v) if k in ("row_blocks", "inner_splits", "tile_mapping") and isinstance(v, tuple | list)
+                  else v)
               for k, v in options.items()}
     return Options(**values)

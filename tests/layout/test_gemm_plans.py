@@ -79,6 +79,7 @@ def _tiny(plans: dict[str, str], tokens=5, width=32, hidden=47, weight_dtype="f8
     {"fc1": "2x3x2/4x3", "fc2": "1x2x3"},          # result by rows; uneven column shards (47 = 16 + 16 + 15)
     {"fc1": "3x2x1", "fc2": "2x2x2/2x4"},          # result by columns of each cell
     {"fc1": "1x1x1", "fc2": "5x1x1"},              # one cell; one row per tile
+    {"fc1": "2x3x2/4x3 standard swapped", "fc2": "2x2x3 gathered swapped streamed"},   # transposed kernels
 ])
 def test_every_plan_family_schedules_and_checks(plans) -> None:
     g, p = _tiny(plans)
@@ -217,12 +218,14 @@ def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols
         return
     for store in ("resident", "gathered") if m > 1 else ("resident",):
         for staging in range(min(k - 1, 3)):
-            for order in ("columns", "rows"):
+            for order, memory, orientation in (("columns", "", "normal"), ("rows", "standard", "swapped"),
+                                               ("columns", "interleaved", "swapped")):
                 f = pl.DataFrame({"m": [m], "n": [n], "k": [k], "result_rows": [rows], "result_cols": [cols],
-                                  "weights": [store], "staging": [staging], "order": [order]})
+                                  "weights": [store], "staging": [staging], "order": [order], "memory": [memory],
+                                  "orientation": [orientation]})
                 assert f.select(plan_labels())["plan"].item() == GemmPlan(
                     m=m, n=n, k=k, result_rows=rows, result_cols=cols, weights=store, staging=staging,
-                    order=order).label()
+                    order=order, memory=memory, orientation=orientation).label()
 
 
 def test_gathered_weights_are_read_per_repeat_instance() -> None:

@@ -83,6 +83,19 @@ def test_layout_explorer_rejects_unknown_pins():
         LayoutExplorer("mlp-small-repeat", row_blok=18)
 
 
+def test_the_explorer_shows_the_constraint_lines_and_takes_pasted_ones(explorer):
+    shown = explorer.constraint_lines.value.splitlines()
+    assert shown and all(line.count(":") == 7 for line in shown)
+    fc2 = next(line for line in shown if line.startswith("2:"))
+    explorer.constraint_lines.value = fc2   # pasted: pins fc2 by ipu-stack's number, the program says it back
+    explorer.apply_lines.click()
+    assert ("#", fc2) in explorer.current_options().plans
+    assert fc2 in explorer.constraint_lines.value.splitlines()
+    explorer.constraint_lines.value = ""
+    explorer.apply_lines.click()
+    assert explorer.current_options().plans == ()
+
+
 def test_compare_layouts_side_by_side(small):
     table = compare_layouts({"a": small, "b": small})
     assert table.columns[:4] == ["layout", "lowered_cycles", "simulated_cycles", "vs_hardware"]

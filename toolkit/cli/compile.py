@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,9 @@ from toolkit.artifacts import check_artifacts, check_out, write_case
 from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.files import check_not_input
+
+#: the formats ``compile --emit`` writes
+EMITS = ("ipu-stack",)
 
 artifacts_app = typer.Typer(help="Inspect artifact directories.", no_args_is_help=True)
 
@@ -64,6 +68,10 @@ def compile_cmd(
                                "max_abs_deviation (against the op-by-op reference)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON (and no progress display)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display on stderr."),
+    emit: str | None = typer.Option(
+        None, "--emit", help="Print the chosen program for another tool instead of the summary: 'ipu-stack' prints "
+                             "the ipu-trivial-test argument list (workload, batch, --gemm-plan-constraint lines); "
+                             "what it cannot say is named on stderr."),
 ) -> None:
     """Compile a workload through every stage and print its summary.
 
@@ -87,8 +95,17 @@ def compile_cmd(
         profile, result = c.profile, c.check
         if out is not None:
             write_case(c, out, profile=profile, check=result, overwrite=overwrite, capnp=capnp)
+        if emit is not None and emit not in EMITS:
+            msg = f"--emit {emit!r} is not a format this command writes; use one of {list(EMITS)}"
+            raise OptionError(msg, field="emit", value=emit)
     except ToolkitError as exc:
         fail(exc)
+    if emit == "ipu-stack":
+        args, lost = c.layout.ipu_stack_args()
+        for text in lost:
+            typer.echo(f"warning: {text}", err=True)
+        typer.echo(shlex.join(args))
+        return
     summary = c.summary()
     if profile is not None:
         from toolkit.profile import crop

@@ -83,7 +83,7 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, 
         chain = {}
         for name, f, i in zip(names, ranked, pick, strict=True):
             row = f.row(i, named=True)
-            chain[name] = pinned.get(name) or GemmPlan(**{k: row[k] for k in PLAN_FIELDS})
+            chain[name] = pinned.get(name) or GemmPlan(**{k: row[k] for k in PLAN_FIELDS if k in row})
             labels.setdefault((name, row["plan"]), []).append(rank)
         chains.append(tuple(sorted({**pinned, **chain}.items())))
     per_op = pl.concat(ranked)

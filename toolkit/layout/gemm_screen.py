@@ -53,7 +53,7 @@ def casts_output(op: dict, tensors: dict) -> bool:
 
 def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, result_cols, partials: str,
                    inner_block: int | None, target: Target, tiles: int, gathered=False,
-                   staging=0) -> dict[str, np.ndarray]:
+                   staging=0, swapped=False) -> dict[str, np.ndarray]:
     """O(1) screen of GEMM plans of one linear op, vectorized over arrays of plans (``m, n, k`` and result split).
 
     The busiest cell holds the largest balanced shard of every dimension:
@@ -66,6 +66,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     block, with the left panel, before every use (the tile's own piece is a
     local copy). A staged reduction (``staging`` N > 0) receives N partials per
     epoch: less buffer, one sync, exchange and reduction call more per epoch.
+    A swapped plan (``swapped`` true) runs the transposed product: the kernel's
+    rows are the cell's columns and its 16-wide panels cut the cell's rows
+    (ipu-stack's ``swapped`` orientation, docs/QKV_PREPARATION.md).
     Returns per-plan arrays: compute per weight class, exchange, syncs,
     launches and per-tile bytes.
     """
@@ -80,7 +83,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     part = np.where(split, partials, "f16")
     classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
-    cyc, _, launch, _ = amp_cycles(r_max, c_max, k_max, target, weight_class=classes, dtype=precision,
+    swapped = np.asarray(swapped, dtype=bool)
+    cyc, _, launch, _ = amp_cycles(np.where(swapped, c_max, r_max), np.where(swapped, r_max, c_max), k_max, target,
+                                   weight_class=classes, dtype=precision,
                                    partials=part, inner_block=inner_block, cast=casts_input(op, tensors))
     a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
     w = tensors[op["inputs"][1]]
@@ -137,15 +142,18 @@ def gemm_estimate(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, ta
     """The screen's estimate of one linear op under its own GEMM plan (see :func:`gemm_estimates`)."""
     e = {k: np.asarray(v).reshape(-1)[0] for k, v in gemm_estimates(
         op, tensors, reps, gemm.m, gemm.n, gemm.k, gemm.result_rows, gemm.result_cols, p.partials, p.inner_block,
-        target, tiles, gemm.weights == "gathered", gemm.staging).items()}
+        target, tiles, gemm.weights == "gathered", gemm.staging, gemm.swapped).items()}
     mask = np.arange(tiles) < int(e["tiles_used"])
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
+    # the op's own memory class prices both layout classes; swapped: the weights are the streamed operand
+    inter_w = gemm.weights != "gathered" and not gemm.swapped and gemm.memory != "standard"
     return {
         "kernel": amp_kernel(precision, p.partials if gemm.k > 1 else None),
-        "compute": {cls: int(e[f"compute_{cls}"]) for cls in WEIGHT_CLASSES}, "exchange": int(e["exchange"]),
+        "compute": {cls: int(e[f"compute_{gemm.memory or cls}"]) for cls in WEIGHT_CLASSES},
+        "exchange": int(e["exchange"]),
         "syncs": int(e["syncs"]), "phases": int(e["phases"]), "launches": int(e["launches"]),
         "weights": np.where(mask, int(e["weight_bytes"] + e["bias_bytes"]), 0),
-        "inter": np.where(mask, 0 if gemm.weights == "gathered" else int(e["weight_bytes"]), 0),
+        "inter": np.where(mask, int(e["weight_bytes"]) if inter_w else 0, 0),
         "out": np.where(np.arange(tiles) < int(e["out_tiles"]), int(e["out_bytes"]), 0),
         "recv": np.where(mask, int(e["recv_bytes"]), 0), "panel": int(e["panel_bytes"]),
         "gather": int(e["gather_bytes"]),

@@ -23,10 +23,11 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
-from toolkit.layout.gemm import GemmPlan, parse_plan
+from toolkit.layout.gemm import GemmPlan, constraint_plan, parse_plan, read_constraint
 from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
+from toolkit.layout.ipu_stack import normalize_memory, resolve_number
 from toolkit.layout.screen import region0_free_bytes, region1_bytes
-from toolkit.options import Options
+from toolkit.options import CONSTRAINT_KEY, Options
 from toolkit.target import Target
 
 #: staged reductions are enumerated for plans whose transient bytes take more than this share of the memory
@@ -43,7 +44,8 @@ STAGINGS = (1, 2, 4, 8)
 
 OP_CANDIDATES_SCHEMA = {
     "op": pl.String, "plan": pl.String, "m": pl.Int64, "n": pl.Int64, "k": pl.Int64, "result_rows": pl.Int64,
-    "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "order": pl.String, "tiles_used": pl.Int64,
+    "result_cols": pl.Int64, "weights": pl.String, "staging": pl.Int64, "order": pl.String, "memory": pl.String,
+    "orientation": pl.String, "tiles_used": pl.Int64,
     "est_compute_cycles": pl.Int64,
     "est_exchange_cycles": pl.Int64, "est_sync_cycles": pl.Int64, "est_cycles": pl.Int64,
     "est_in_place_cycles": pl.Int64,   # the elementwise ops run in place on the plan's output (GELU after fc1)
@@ -61,17 +63,38 @@ def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
 
 
 def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
-                 tiles: int) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
+                 tiles: int, weight_class: str | None = None) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
     """Pinned plans per graph variant: a key matches the op named it, else every op ending in ``"." + key``
-    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both).
+    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both); an ipu-stack constraint line
+    (:data:`toolkit.options.CONSTRAINT_KEY`) names its op by ipu-stack's number (:mod:`toolkit.layout.ipu_stack`).
 
     Unknown keys, keys naming an op that is not a linear, malformed plans and
     plans needing more tiles than the compute tiles raise errors naming the op
-    and the value (with the closest legal alternative).
+    and the value (with the closest legal alternative). A line's memory class
+    equal to the pinned ``weight_class`` is the layout's (the plan names none).
     """
     out: dict[bool, list[tuple[str, GemmPlan]]] = {v: [] for v in variants}
     names = sorted({op["name"] for ops in variants.values() for op in ops})
     for key, text in pins:
+        if key == CONSTRAINT_KEY:
+            line = read_constraint(text)
+            for v, ops in variants.items():
+                try:
+                    op = resolve_number(line.op, ops, text)
+                    plan = normalize_memory(constraint_plan(line, int(op["rows"]), int(op["cols"]), op["name"]),
+                                            weight_class)
+                except OptionError as exc:   # both QKV forms searched: say which graph the line does not fit
+                    if len(variants) < 2:
+                        raise
+                    msg = (f"{exc} [in the graph with {'fused' if v else 'separate'} QKV; ipu-stack builds one "
+                           f"form (--fuse-qkv or not): pin fused_qkv to the form the lines were written for]")
+                    raise OptionError(msg, field=exc.field, value=text) from None
+                _check_fits(op, plan, tiles, "plans.RxCxK", text)
+                if any(name == op["name"] for name, _ in out[v]):
+                    msg = f"constraint {text!r}: op {op['name']!r} (number {line.op}) is pinned twice"
+                    raise OptionError(msg, field="plans.OP", value=text, op=op["name"])
+                out[v].append((op["name"], plan))
+            continue
         matched = False
         exact = key in names
         for v, ops in variants.items():
@@ -88,11 +111,8 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
                 plan = parse_plan(text, op=op["name"])
                 if op["name"] in products:
                     _check_product(op, plan, key, text)
-                elif plan.tiles > tiles:
-                    n = max(1, tiles // (plan.m * plan.k))
-                    msg = (f"plan {plan.label()} for op {op['name']!r} needs {plan.tiles} tiles, more than the {tiles} "
-                           f"compute tiles; the closest that fits is {plan.m}x{n}x{plan.k}")
-                    raise InfeasibleError(msg, field=f"plans.{key}", value=text, op=op["name"])
+                else:
+                    _check_fits(op, plan, tiles, f"plans.{key}", text)
                 out[v].append((op["name"], plan))
         if not matched:
             close = difflib.get_close_matches(key, names + [n.rsplit(".", 1)[-1] for n in names], n=2)
@@ -100,6 +120,34 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
             msg = f"plans names op {key!r}, which no op of the graph is or ends with{hint}"
             raise OptionError(msg, field=f"plans.{key}", value=text)
     return {v: tuple(sorted(p)) for v, p in out.items()}
+
+
+def _check_fits(op: dict, plan: GemmPlan, tiles: int, field: str, text: str) -> None:
+    """A linear op's plan needs at most the compute tiles and at least one row, column and inner element per
+    partition; the error names the closest plan that fits (or says none does)."""
+    rows, cols, groups = int(op["rows"]), int(op["cols"]), int(op["inner"])
+    m, n, k = min(plan.m, rows), min(plan.n, cols), min(plan.k, groups)
+    if (m, n, k) != (plan.m, plan.n, plan.k):
+        what = [f"{v} {name} partitions for {most} {unit}" for v, most, name, unit in (
+            (plan.m, rows, "row", "rows"), (plan.n, cols, "column", "columns"),
+            (plan.k, groups, "inner", "inner elements")) if v > most]
+        msg = (f"plan {plan.label()} for op {op['name']!r} asks {'; '.join(what)}; "
+               f"{_closest(m, n, k, tiles)}")
+        raise InfeasibleError(msg, field=field, value=text, op=op["name"])
+    if plan.tiles > tiles:
+        msg = (f"plan {plan.label()} for op {op['name']!r} needs {plan.tiles} tiles, more than the {tiles} "
+               f"compute tiles; {_closest(m, n, k, tiles)}")
+        raise InfeasibleError(msg, field=field, value=text, op=op["name"])
+
+
+def _closest(m: int, n: int, k: int, tiles: int) -> str:
+    """The closest grid within ``tiles`` (columns cut first, then rows, then inner splits), said as a hint."""
+    if k > tiles:
+        k = tiles
+    if m * k > tiles:
+        m = max(1, tiles // k)
+    n = max(1, min(n, tiles // (m * k)))
+    return f"the closest that fits is {m}x{n}x{k}"
 
 
 def _check_product(op: dict, plan: GemmPlan, key: str, text: str) -> None:
@@ -145,9 +193,25 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
     idx = np.concatenate([np.arange(len(m)), np.nonzero(by_rows)[0]])
     gathered = np.concatenate([np.zeros(len(idx), dtype=bool), np.ones(int((m[idx] > 1).sum()), dtype=bool)])
     idx, split = np.concatenate([idx, idx[m[idx] > 1]]), np.concatenate([split, split[m[idx] > 1]])
-    return {"m": m[idx], "n": n[idx], "k": k[idx], "result_rows": np.where(split, k[idx], 1),
-            "result_cols": split.astype(np.int64), "gathered": gathered.astype(np.int64),
-            "staging": np.zeros(len(idx), dtype=np.int64)}
+    plans = {"m": m[idx], "n": n[idx], "k": k[idx], "result_rows": np.where(split, k[idx], 1),
+             "result_cols": split.astype(np.int64), "gathered": gathered.astype(np.int64),
+             "staging": np.zeros(len(idx), dtype=np.int64), "swapped": np.zeros(len(idx), dtype=np.int64)}
+    return {key: np.concatenate([v, v[swaps(op, plans, depth)]]) if key != "swapped" else
+            np.concatenate([v, np.ones(int(swaps(op, plans, depth).sum()), dtype=np.int64)])
+            for key, v in plans.items()}
+
+
+def swaps(op: dict, plans: dict[str, np.ndarray], depth: int) -> np.ndarray:
+    """The plans whose transposed product (ipu-stack's ``swapped`` orientation) runs fewer AMP cycles: the
+    kernel's rows become the cell's ``ceil(cols / n)`` columns and its 16-wide panels cut the cell's rows
+    (``panels x (4 R + 160)`` of HARDWARE.md section 1 on both shapes). Only these get a swapped variant."""
+    r = -(-op["rows"] // plans["m"])
+    c = -(-op["cols"] // plans["n"])
+    local_inner = -(-op["inner"] // plans["k"])
+    k_panels = -(-local_inner // depth)
+    normal = k_panels * -(-c // 16) * (4 * r + 160)
+    swapped = k_panels * -(-r // 16) * (4 * c + 160)
+    return swapped < normal
 
 
 def staged_variants(plans: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -201,9 +265,14 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
                plans: dict[str, np.ndarray]) -> pl.DataFrame:
     plans = dict(plans)
     gathered = plans.pop("gathered").astype(bool)
+    swapped = plans.pop("swapped", np.zeros(len(gathered), dtype=np.int64)).astype(bool)
+    memory = plans.pop("memory", np.full(len(gathered), ""))
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
-                       plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"])
-    compute = e[f"compute_{weight_class}"]   # gathered blocks are copied into the weight class before the AMP reads
+                       plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"],
+                       swapped)
+    # gathered blocks are copied into the weight class before the AMP reads; a plan's own class prices it
+    compute = np.where(memory == "standard", e["compute_standard"], np.where(
+        memory == "interleaved", e["compute_interleaved"], e[f"compute_{weight_class}"]))
     sync = e["syncs"] * target.costs.sync_cycles
     in_place = sum((in_place_cycles(f, tensors, e["out_rows"], e["out_cols"], e["chunks"], target)
                     for f in followers), np.zeros(len(compute), dtype=np.int64))
@@ -211,6 +280,7 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
     return pl.DataFrame({
         "op": op["name"], **plans, "gathered": gathered, "weights": np.where(gathered, "gathered", "resident"),
         "order": "columns",   # the screen prices endpoint loads, not distance: tile orders are pinned, not searched
+        "memory": memory, "orientation": np.where(swapped, "swapped", "normal"),
         "tiles_used": e["tiles_used"], "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"],
         "est_sync_cycles": sync, "est_cycles": total, "est_in_place_cycles": in_place,
         "est_chain_cycles": total + in_place,
@@ -234,6 +304,10 @@ def plan_labels() -> pl.Expr:
     label = pl.when(given).then(pl.concat_str(base, grid)).otherwise(base)
     label = pl.when(pl.col("weights") == "resident").then(label).otherwise(
         pl.concat_str(label, pl.lit(" "), pl.col("weights")))
+    memory = pl.col("memory").fill_null("")   # then the words of gemm.LABEL_WORDS, in their order
+    label = pl.when(memory == "").then(label).otherwise(pl.concat_str(label, pl.lit(" "), memory))
+    label = pl.when(pl.col("orientation").fill_null("normal") == "normal").then(label).otherwise(
+        pl.concat_str(label, pl.lit(" "), pl.col("orientation")))
     label = pl.when(pl.col("order") == "columns").then(label).otherwise(
         pl.concat_str(label, pl.lit(" "), pl.col("order"), pl.lit("-fast")))
     staging = pl.col("staging")
@@ -304,11 +378,15 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
         if op["name"] in pinned:   # the pinned plan alone: its bytes share the tile with the searched ops
             g = pinned[op["name"]]
             one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
-                   "gathered": int(g.weights == "gathered"), "staging": g.staging}
-            est = _estimates(*args, followers, {k: np.array([v], dtype=np.int64) for k, v in one.items()})
+                   "gathered": int(g.weights == "gathered"), "staging": g.staging, "swapped": int(g.swapped)}
+            given = {k: np.array([v], dtype=np.int64) for k, v in one.items()} | {"memory": np.array([g.memory])}
+            est = _estimates(*args, followers, given)
             frames[op["name"]] = _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
             continue
         frames[op["name"]] = op_candidates(*args, o.row_block, followers)
+    # an op without an enumerable plan (a pinned row block needing more row partitions than the tiles) follows
+    # the layout's global grid, which runs its row blocks in waves
+    frames = {name: f for name, f in frames.items() if f.height}
     if not frames:
         return [()], pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
     regions = (region0_free_bytes(target, SUPPORT_BYTES), region1_bytes(target))

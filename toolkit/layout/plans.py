@@ -27,6 +27,7 @@ from toolkit.layout.attention import attention_cells, attention_grid, qkv_need, 
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
+from toolkit.layout.mapping import map_plans
 from toolkit.layout.reduction import REDUCE_SLICE_MIN_COLS, reduce_slices
 from toolkit.layout.stores import gathered_store, stream_store
 
@@ -49,6 +50,7 @@ class LayoutParams:
     plans: tuple[tuple[str, GemmPlan], ...] = ()   # per-op GEMM plans (op name, plan); other linears use the grid
     stream_weights: str = "resident"  # LayerNorm gamma / beta: resident on every home tile, or gathered (stored
                                       # once, in pieces over the home tiles, and gathered before every use)
+    tile_mapping: tuple[int, ...] = ()  # execution tile of every planned tile (layout.mapping; (): the identity)
 
     def plan_of(self, op_name: str) -> GemmPlan | None:
         """The op's own GEMM plan, or None (it follows the global grid)."""
@@ -88,6 +90,9 @@ class OpPlan:
                                      # layout's weight class (grid plans: K for scores, V for values)
     inputs: dict[int, Layout] = field(default_factory=dict)  # graph inputs this op reads first -> the layout they
                                      # start in: the residual stream's, or (host_layout) this op's need of them
+    swapped: bool = False            # the kernel runs the transposed product: its rows are the cell's columns and
+                                     # the left panel (need ``coefficient``) is the AMP coefficient
+    weight_class: str = ""           # the op's own coefficient memory class ("": the layout's)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -175,10 +180,12 @@ def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutP
         needs[w] = w_lay.with_cells(ci.transpose(2, 1, 0)[None])
         weights[w] = gathered_store(w_lay, inner_b, spatial)
         del slots[w]
+    swapped = gemm is not None and gemm.swapped
     plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=op["kind"], rule="linear", kernel=amp_kernel(precision),
                   precision=precision, cell_tiles=ct.ravel(), cell_shape=shape, cell_wave=wave, needs=needs,
                   weights=weights, weight_slots=slots, output=out_lay,
-                  coefficient=w if w in needs else None)
+                  coefficient=a if swapped else w if w in needs else None, swapped=swapped,
+                  weight_class=gemm.memory if gemm is not None else "")
     if n_s > 1:
         part = Layout((n_s, rows, cols), (np.arange(n_s + 1), rows_bounds, col_b), ct.transpose(2, 0, 1)[..., None],
                       ci.transpose(2, 0, 1)[..., None])
@@ -397,7 +404,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         cache[(op["op_id"], key)] = plan
         layout_of[out] = plan.output
         plans.append(_with_inputs(plan, fresh, tensors, layout_of))
-    return plans
+    return map_plans(plans, p.tile_mapping)
 
 
 def _with_inputs(plan: OpPlan, fresh: list[int], tensors: dict, layout_of: dict[int, Layout]) -> OpPlan:

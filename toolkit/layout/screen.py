@@ -286,9 +286,10 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     sh = plan.cell_shape
     compute: dict[str, int] = {}
     if plan.kernel.startswith("amp"):
+        k_rows, k_cols = (sh[:, 1], sh[:, 0]) if plan.swapped else (sh[:, 0], sh[:, 1])   # swapped: transposed
         for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
-            wc = cls if plan.rule == "linear" or plan.coefficient is not None else "standard"
-            cyc, _, calls, _ = amp_cycles(sh[:, 0], sh[:, 1], sh[:, 2], target, weight_class=wc,
+            wc = (plan.weight_class or cls) if plan.rule == "linear" or plan.coefficient is not None else "standard"
+            cyc, _, calls, _ = amp_cycles(k_rows, k_cols, sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
                                           inner_block=p.inner_block, cast=plan.cast_input)
             per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from toolkit.errors import InfeasibleError
+from toolkit.errors import InfeasibleError, ToolkitWarning
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
@@ -34,6 +35,8 @@ from toolkit.layout.gemm_search import (
     resolve_pins,
     searches_plans,
 )
+from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args
+from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
@@ -84,6 +87,25 @@ class LayoutResult:
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"candidates": self.candidates, "op_candidates": self.op_candidates}
 
+    def constraints(self) -> list[str]:
+        """ipu-stack's ``--gemm-plan-constraint`` line for every GEMM of the chosen program (op numbers as
+        ipu-stack numbers them, :mod:`toolkit.layout.ipu_stack`); what a line cannot say is named in a
+        :class:`~toolkit.errors.ToolkitWarning`."""
+        lines, lost = constraint_lines(list(self.graph.ops.iter_rows(named=True)), self.chosen.plans,
+                                       self.chosen.weight_class)
+        for text in lost:
+            warnings.warn(text, ToolkitWarning, stacklevel=2)
+        return lines
+
+    def ipu_stack_args(self) -> tuple[list[str], list[str]]:
+        """The ``ipu-trivial-test`` argument list that runs the chosen program on hardware (workload, batch,
+        constraint lines) and the warnings naming what it cannot say."""
+        params = self.graph.params
+        dtype = params.get("weight_dtype")
+        return ipu_stack_args(params, str(params.get("kind")), list(self.graph.ops.iter_rows(named=True)),
+                              self.chosen.plans, self.chosen.weight_class, FP8_SCALE if dtype == "f8_143" else None,
+                              self.chosen.tile_mapping)
+
     def with_choice(self, candidate_id: int, placed: dict[int, bool],
                     lowered: dict[int, int] | None = None) -> LayoutResult:
         """The same search with ``candidate_id`` chosen, the placement outcome of the tried finalists and
@@ -110,10 +132,11 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     """
     tiles = compute_tiles(graph, target, options)
     check_pins(graph, options)
+    perm = tile_permutation(options.tile_mapping, tiles)   # applied to the typed layouts; the screen is blind to it
     graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
     pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
-                        tiles)
+                        tiles, options.weight_class)
     capacity = target.load_limit - target.memory_start
     classes = tuple(_classes(options))
     repeated = bool(graph.repeats.height) and int(graph.repeats["instances"].max()) > 1
@@ -140,7 +163,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
         for cls in classes:
             cid = len(rows)
-            params[cid] = dataclasses.replace(p, weight_class=cls)
+            params[cid] = dataclasses.replace(p, weight_class=cls, tile_mapping=perm)
             rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, "local_rows": local,
                          **by_class[cls],
                          **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})

@@ -44,9 +44,11 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
     sh = plan.cell_shape[cells]
     rows, cols, inner, groups = sh[:, 0], sh[:, 1], sh[:, 2], sh[:, 3]
     if plan.kernel.startswith("amp"):
-        wc = params.weight_class if plan.rule == "linear" or plan.coefficient is not None else "standard"
+        wc = ((plan.weight_class or params.weight_class) if plan.rule == "linear" or plan.coefficient is not None
+              else "standard")
+        k_rows, k_cols = (cols, rows) if plan.swapped else (rows, cols)   # swapped: the transposed product
         cyc, calls, launches, cast = amp_cycles(
-            rows, cols, inner, target, weight_class=wc, dtype=plan.precision,
+            k_rows, k_cols, inner, target, weight_class=wc, dtype=plan.precision,
             partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
             cast=plan.cast_input)
         return {"est_cycles": cyc * groups, "calls": calls * groups, "launches": launches * groups,
@@ -122,7 +124,8 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
     for t, lay in plan.weights.items():
         w = prog.tensors[t]
         amp_reads = plan.kernel.startswith("amp") and len(w["shape"]) == 2 and t not in plan.needs
-        cls = prog.params.weight_class if amp_reads else "standard"   # gathered weights: the AMP reads the copy
+        # gathered weights: the AMP reads the copy; swapped: the weights are the streamed (left) operand
+        cls = (plan.weight_class or prog.params.weight_class) if amp_reads and not plan.swapped else "standard"
         rep = prog.instances.get(op["block"], 1) if w["per_instance"] else 1
         out[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
     return out
@@ -168,7 +171,8 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     cphase = prog.phase("compute", plan, wave, block)
     for role, tensor, need, slot, pieces, key in pending:
         first = xphase if xphase >= 0 else cphase
-        cls = prog.params.weight_class if key == plan.coefficient else "standard"   # AMP coefficients: ld128 loads
+        cls = ((plan.weight_class or prog.params.weight_class) if key == plan.coefficient
+               else "standard")   # AMP coefficients: ld128 loads
         objs = prog.new_objects(need, slot, tensor, "activation", first, cls=cls,
                                 name=f"{tensors[tensor]['name']}@{plan.name}")
         prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase, pieces=pieces)

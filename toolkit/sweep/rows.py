@@ -22,6 +22,7 @@ worker the sweep runs in its own process and both include the sweep's memory.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import resource
 import socket
@@ -121,6 +122,8 @@ def identity(point: Point) -> dict[str, Any]:
     from toolkit import __version__
     opts = {f"opt_{k}": v for k, v in dataclasses.asdict(point.options).items()}
     opts["opt_plans"] = "; ".join(f"{op}={plan}" for op, plan in point.options.plans) or None
+    mapping = point.options.tile_mapping   # a name, or a list of tiles written as JSON (the column is a string)
+    opts["opt_tile_mapping"] = mapping if mapping is None or isinstance(mapping, str) else json.dumps(list(mapping))
     opts = {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
     return {"point_id": point.id, "workload": point.workload, "batch": point.batch, "blocks": point.blocks,
             "weight_dtype": point.weight_dtype, "target_digest": point.target_digest or None,

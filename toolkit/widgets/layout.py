@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
 import polars as pl
 
-from toolkit.errors import OptionError, ToolkitError
+from toolkit.errors import OptionError, ToolkitError, ToolkitWarning
 from toolkit.graph import Graph, Workload
 from toolkit.layout import LayoutResult, search_layouts
-from toolkit.options import WEIGHT_CLASSES, Options, as_options
+from toolkit.options import CONSTRAINT_KEY, WEIGHT_CLASSES, Options, as_options
 from toolkit.pipeline import Compilation, compile, resolve_graph
 from toolkit.target import Target, ipu21
 from toolkit.viz.layout import PARAMETERS, pareto, tradeoff
@@ -114,6 +115,12 @@ class LayoutExplorer:
         self._pinned_row_block = self.options.row_block is not None
         self._set_shards(chosen.row_block, self.options.row_shard)
         self.gemm = self._gemm_controls(first)
+        # ipu-stack's constraint lines of the compiled program; pasted lines pin their ops on "apply lines"
+        self._pasted = tuple(text for key, text in self.options.plans if key == CONSTRAINT_KEY)
+        self.constraint_lines = w.Textarea(description="ipu-stack", placeholder="OP:RxCxK:RRxRC:BLOCK:MEMORY:...",
+                                           layout=w.Layout(width="70%", height="6em"))
+        self.apply_lines = w.Button(description="apply lines", tooltip="pin the pasted constraint lines' ops")
+        self.apply_lines.on_click(self._apply_lines)
         self.status = w.HTML()
         self.pareto_chart = chart_widget(None)
         self.tradeoff_chart = chart_widget(None)
@@ -125,6 +132,7 @@ class LayoutExplorer:
             w.HBox([self.row_block, self.row_shard, self.inner_split]),
             w.HBox([self.weight_class, self.fused_qkv]),
             w.HBox(list(self.gemm.values())),
+            w.HBox([self.constraint_lines, self.apply_lines]),
             self.status, self.pareto_chart, self.tradeoff_chart, self.table,
         ])
         self.compilation = first
@@ -133,13 +141,14 @@ class LayoutExplorer:
     # -- state ---------------------------------------------------------------------
     def current_options(self) -> Options:
         """The options the controls select (the row block counts as pinned once the slider moved)."""
-        plans = {**dict(self.options.plans), **{op: v for op, c in self.gemm.items()
-                                                  if (v := _pin(c.value)) is not None}}
+        plans = {**{k: v for k, v in self.options.plans if k != CONSTRAINT_KEY},
+                 **{op: v for op, c in self.gemm.items() if (v := _pin(c.value)) is not None}}
+        lines = tuple((CONSTRAINT_KEY, text) for text in self._pasted)
         return dataclasses.replace(
             self.options, row_block=self.row_block.value if self._pinned_row_block else None,
             row_shard=_pin(self.row_shard.value), inner_split=_pin(self.inner_split.value),
             weight_class=_pin(self.weight_class.value), fused_qkv=_pin(self.fused_qkv.value),
-            plans=tuple(sorted(plans.items())))
+            plans=tuple(sorted((*plans.items(), *lines))))
 
     @property
     def candidates(self) -> pl.DataFrame:
@@ -181,6 +190,9 @@ class LayoutExplorer:
             self.status.value = f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span>"
             return
         self.status.value = status
+        with warnings.catch_warnings():   # what a line cannot say is the compiled layout's, shown by its labels
+            warnings.simplefilter("ignore", ToolkitWarning)
+            self.constraint_lines.value = "\n".join(self.compilation.layout.constraints())
         self.pareto_chart.chart = pareto_chart
         self.tradeoff_chart.chart = tradeoff_chart
         self.table.value = html_table(self.compared().select(TABLE_COLUMNS),
@@ -220,6 +232,17 @@ class LayoutExplorer:
         if change["owner"] is self.row_block:
             self._pinned_row_block = True
             self._set_shards(self.row_block.value, _pin(self.row_shard.value))
+        self.update()
+
+    def _apply_lines(self, _button: Any = None) -> None:
+        """Pin the ops of the pasted constraint lines (their GEMM controls go back to auto) and compile."""
+        self._pasted = tuple(line.strip() for line in self.constraint_lines.value.splitlines() if line.strip())
+        self._quiet = True
+        try:
+            for control in self.gemm.values():
+                control.value = AUTO[1]
+        finally:
+            self._quiet = False
         self.update()
 
     def _gemm_controls(self, first: Compilation) -> dict[str, w.Dropdown]:
