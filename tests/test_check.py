@@ -392,3 +392,22 @@ def test_small_encoder_batch_two_repeated_passes() -> None:
     assert ops["instance"].max() == 1
     assert {"attn.softmax", "mlp.gelu"} <= set(ops["op"])
     assert r.outputs["elements"][0] == 2 * 40 * 64
+
+
+def test_hardware_check_figures_carry_their_sources_and_match_by_options() -> None:
+    from toolkit.check import hardware_error, hardware_errors
+    hw = hardware_errors()
+    assert hw["source"].null_count() == 0 and (hw["max_abs_error"] > 0).all()
+    assert hardware_error("mlp-small-repeat")["max_abs_error"] == 0.015625
+    assert hardware_error("mlp-single-b1")["max_abs_error"] == 0.006378   # the current figure, not FP8.md's 0.0255
+    assert hardware_error("mlp-single-b1", toolkit.Options(weight_dtype="f16")) is None
+    assert hardware_error("encoder-b8") is None
+
+
+def test_numbers_report_the_check_beside_the_hardware(small, small_result) -> None:
+    c = dataclasses.replace(small, check=small_result)
+    n = c.numbers().filter(pl.col("quantity") == "max abs error")
+    rows = {r["kind"]: r for r in n.iter_rows(named=True)}
+    assert rows["checked"]["value"] == small_result.max_abs_error
+    assert rows["measured on hardware"]["value"] == 0.015625 and "joint" in rows["measured on hardware"]["source"]
+    assert rows["checked"]["vs_hardware"] == pytest.approx(small_result.max_abs_error / 0.015625)

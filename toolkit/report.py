@@ -20,10 +20,10 @@ import polars as pl
 
 #: kinds of number, in the order a reader meets them
 KINDS = ("screen estimate", "refined estimate", "lowered estimate", "simulated", "measured on hardware", "placed",
-         "count")
+         "count", "checked")
 NUMBERS_SCHEMA = {
-    "quantity": pl.String, "kind": pl.String, "value": pl.Int64, "unit": pl.String,
-    "vs_hardware": pl.Float64,    # value / the hardware's cycles, for cycle estimates where a measurement exists
+    "quantity": pl.String, "kind": pl.String, "value": pl.Float64, "unit": pl.String,
+    "vs_hardware": pl.Float64,    # value / the hardware's figure (cycles; the check's max abs error) where one exists
     "source": pl.String,
 }
 HARDWARE_SCHEMA = {"workload": pl.String, "hardware_cycles": pl.Int64, "source": pl.String, "note": pl.String}
@@ -43,7 +43,8 @@ def hardware_programs() -> pl.DataFrame:
 def hardware_figure(workload: str, options: Any = None) -> dict | None:
     """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph)."""
     if options is not None and (getattr(options, "weight_dtype", None) is not None
-                                or getattr(options, "early_casts", None) is not None):
+                                or getattr(options, "early_casts", None) is not None
+                                or any((getattr(options, f"{p}_dtype", None) or "f16") != "f16" for p in ("qk", "pv"))):
         return None
     rows = _hardware().filter(pl.col("workload") == workload)
     return rows.row(0, named=True) if rows.height else None
@@ -85,10 +86,31 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         ("transfers", "count", s["transfers"], "transfers", "one row per destination"),
         ("exchange steps", "count", s["exchange_steps"], "steps", "lowered exchange steps"),
     ]
+    hw_err = _check_rows(c, rows)
     frame = pl.DataFrame(rows, schema=["quantity", "kind", "value", "unit", "source"], orient="row")
-    ratio = (pl.when((pl.col("quantity") == "cycles") & (pl.col("kind") != "measured on hardware"))
-             .then(pl.col("value") / hw["hardware_cycles"]) if hw is not None else pl.lit(None))
+    cycles = (pl.col("quantity") == "cycles") & (pl.col("kind") != "measured on hardware")
+    error = (pl.col("quantity") == "max abs error") & (pl.col("kind") == "checked")
+    ratio = (pl.when(cycles).then(pl.col("value") / (hw["hardware_cycles"] if hw is not None else None))
+             .when(error).then(pl.col("value") / hw_err).otherwise(None))
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
+
+
+def _check_rows(c: Any, rows: list) -> float | None:
+    """The functional check's max abs error and the hardware's own check figure for the same program (appended to
+    ``rows``); returns the hardware's figure (None without one)."""
+    from toolkit.check import hardware_error
+    if getattr(c, "check", None) is None:
+        return None
+    r = c.check
+    rows.append(("max abs error", "checked", r.max_abs_error, "output units",
+                 f"functional check against the host reference as ipu-stack's hardware check computes it (input "
+                 f"std {r.input_std:g}, F143 scale {r.scale}); against the exact model {r.max_abs_error_exact:.3g}"))
+    hw = hardware_error(c.workload, c.options)
+    if hw is None:
+        return None
+    rows.append(("max abs error", "measured on hardware", hw["max_abs_error"], "output units",
+                 f"ipu-stack's check of {hw['hardware_program']}: {hw['note']}; {hw['source']}"))
+    return float(hw["max_abs_error"])
 
 
 def op_cycles(c: Any) -> pl.DataFrame:

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit.check.hardware import hardware_error, hardware_errors
 from toolkit.check.rects import BITS
 from toolkit.check.reference import INPUT_STD, Data, make_data, run_reference, tensor3
 from toolkit.check.run import Tables, build_tables
@@ -266,4 +267,5 @@ def _result(outputs: pl.DataFrame, worst: pl.DataFrame, operands: pl.DataFrame, 
                        tolerance=tolerance)
 
 
-__all__ = ["OPERANDS_CHECK_SCHEMA", "OUTPUTS_SCHEMA", "WORST_SCHEMA", "CheckResult", "check", "tensor3"]
+__all__ = ["OPERANDS_CHECK_SCHEMA", "OUTPUTS_SCHEMA", "WORST_SCHEMA", "CheckResult", "check", "hardware_error",
+           "hardware_errors", "tensor3"]
