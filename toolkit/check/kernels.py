@@ -19,7 +19,10 @@ output object's element type (FP16, or FP32 for partials).
   (``linear_f8_codes``: the cast of an F143 value is the value itself).
   The bias is an operand of the first inner-split cell only, so it is added
   to that cell's partial.
-- ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
+- ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``; on the FP8 AMP
+  (``_f8``: an FP8 attention product) both operands are cast to F143 at the
+  activation scale (the cast of an operand stored as F143, an early cast, is
+  the identity) and the sum is FP16 per 32-deep panel, as for ``linear_f8``.
 - ``reduce``: sum of the S partials in FP32 (the bias is already in partial 0), plus the running sum a
   staged reduction's later epochs read.
 - ``layernorm`` (eps 1e-6), ``gelu`` (tanh form), ``softmax`` of
@@ -84,14 +87,20 @@ def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContex
     return y[:, None]
 
 
-def scores(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+def scores(ins: list[np.ndarray], ws: list, ctx: KernelContext, fp8: bool = False,
+           fp32_out: bool = False) -> np.ndarray:
     q, k = ins[0][:, 0], ins[1][:, 0]     # [n, rows, hd], [n, tokens, hd]
-    return _matmul(q, np.swapaxes(k, 1, 2), ctx, ctx.partials == "f16")[:, None]
+    if fp8:   # the FP8 AMP reads F143 casts of both operands (identity on operands stored as F143: early casts)
+        q, k = cast_activation(q, ctx.scale), cast_activation(k, ctx.scale)
+    return _matmul(q, np.swapaxes(k, 1, 2), ctx, *_fp16_sums(ctx, fp8, fp32_out))[:, None]
 
 
-def values(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+def values(ins: list[np.ndarray], ws: list, ctx: KernelContext, fp8: bool = False,
+           fp32_out: bool = False) -> np.ndarray:
     p, v = ins[0][:, 0], ins[1][:, 0]     # [n, rows, tokens], [n, tokens, hd]
-    return _matmul(p, v, ctx, ctx.partials == "f16")[:, None]
+    if fp8:
+        p, v = cast_activation(p, ctx.scale), cast_activation(v, ctx.scale)
+    return _matmul(p, v, ctx, *_fp16_sums(ctx, fp8, fp32_out))[:, None]
 
 
 def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
@@ -139,6 +148,10 @@ RULES: dict[str, Rule] = {
     "linear_f8_codes_p32": lambda i, w, c: linear(i, w, c, fp32_out=True, fp8_amp=True),
     "scores": scores,
     "values": values,
+    "scores_f8": lambda i, w, c: scores(i, w, c, fp8=True),
+    "values_f8": lambda i, w, c: values(i, w, c, fp8=True),
+    "scores_f8_p32": lambda i, w, c: scores(i, w, c, fp8=True, fp32_out=True),
+    "values_f8_p32": lambda i, w, c: values(i, w, c, fp8=True, fp32_out=True),
     "reduce": reduce,
     "layernorm": layernorm,
     "gelu": gelu,
@@ -191,5 +204,6 @@ def rule_name(kernel: str, op_rule: str, has_weights: bool, left_f143: bool = Fa
         if has_weights:
             name = "linear_" + kernel.removeprefix("amp_matmul_")
             return name.replace("linear_f8", "linear_f8_codes", 1) if left_f143 else name
-        return op_rule   # scores or values
+        fp8 = kernel.startswith("amp_matmul_f8")   # an FP8 attention product: both operands cast to F143
+        return op_rule + ("_f8" if fp8 else "") + ("_p32" if fp8 and kernel.endswith("_p32") else "")
     return kernel

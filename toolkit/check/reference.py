@@ -229,7 +229,7 @@ def run_reference(graph: Graph, data: Data, *, scale: int, stored: bool = True,
                 cur[t] = v[min(inst, v.shape[0] - 1)]
         for k, op in enumerate(ops):
             out = op["output"]
-            y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset(), scale)
+            y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset(), scale, stored)
             if stored and dtypes[out] == "f16":   # as the program stores it (in place: no second large buffer)
                 np.copyto(y, y.astype(np.float16))
             elif stored and dtypes[out] in FP8:   # an early cast: F143 codes for FP8 matmuls, rounded once from
@@ -248,7 +248,9 @@ def run_reference(graph: Graph, data: Data, *, scale: int, stored: bool = True,
 
 
 def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict,
-             fp8: set[int] = frozenset(), scale: int = 0) -> np.ndarray:
+             fp8: set[int] = frozenset(), scale: int = 0, products: bool = False) -> np.ndarray:
+    """One op from the values in ``cur``; ``fp8``: the FP8 weights (their matmuls cast the left operand),
+    ``products``: cast the operands of FP8 attention products (graph params ``qk_dtype`` / ``pv_dtype``)."""
     ins = list(op["inputs"])
     acts = [cur[t][0] for t in ins if roles[t] != "weight"]
     wts = [cur[t][0] for t in ins if roles[t] == "weight"]
@@ -263,10 +265,14 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
         return y[None]
     if op["rule"] == "scores":
         q, k = _heads(op, cur, p, ("q", "k"))
+        if products and p.get("qk_dtype", "f16") != "f16":   # an FP8 product: both operands cast to F143
+            q, k = f143_of_f16(q.astype(np.float16), scale), f143_of_f16(k.astype(np.float16), scale)
         return np.matmul(q, np.swapaxes(k, 2, 3)).reshape(-1, q.shape[2], k.shape[2])
     if op["rule"] == "values":
         probs = cur[ins[0]]
         (v,) = _heads(op, cur, p, ("v",))
+        if products and p.get("pv_dtype", "f16") != "f16":
+            probs, v = f143_of_f16(probs.astype(np.float16), scale), f143_of_f16(v.astype(np.float16), scale)
         b, h, t, d = v.shape
         o = np.matmul(probs.reshape(b, h, t, t), v)
         return o.transpose(0, 2, 1, 3).reshape(1, b * t, h * d)

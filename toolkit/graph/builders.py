@@ -10,9 +10,20 @@ F143 (half the bytes on the exchange, one cast per element instead of one per
 consumer tile); otherwise each FP8 matmul casts the FP16 panel it received.
 Batch folds into rows for the projections; attention groups are
 ``batch x heads`` independent (tokens x tokens) products.
+
+The attention products QK (scores) and PV (values) run in FP16, or in F143 on
+the FP8 AMP (``qk_dtype`` / ``pv_dtype``, graph params of the same names; both
+operands at the check's scale, FP16 sums; ``ipu-stack``
+docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md). An FP8 product's casts sit at
+the producers (``early``: the Q/K projections, or the softmax and the V
+projection, store F143; docs/FP8_PV_FUSION_2026_09_13.md and
+FP8_QK_FULL_MODEL_2026_09_13.md) or in the product (``late``: it casts the
+FP16 panels it received).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -52,10 +63,10 @@ def add_layernorm(b: GraphBuilder, x: int, prefix: str, rows: int, width: int, o
 
 
 def add_linear(b: GraphBuilder, x: int, prefix: str, rows: int, inner: int, cols: int,
-               weight_dtype: DType) -> int:
+               weight_dtype: DType, out: DType = DType.F16) -> int:
     w = b.tensor(f"{prefix}.weight", (inner, cols), weight_dtype, Role.WEIGHT)
     bias = b.tensor(f"{prefix}.bias", (cols,), DType.F16, Role.WEIGHT)
-    y = b.tensor(f"{prefix}.out", (rows, cols), DType.F16, Role.ACTIVATION)
+    y = b.tensor(f"{prefix}.out", (rows, cols), out, Role.ACTIVATION)
     b.op(prefix, OpKind.MATMUL, [x, w, bias], y, rows=rows, cols=cols, inner=inner, rule=Rule.LINEAR)
     return y
 
@@ -76,22 +87,23 @@ def add_mlp(b: GraphBuilder, x: int, *, tokens: int, width: int, hidden: int, ba
 
 def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: int, batch: int,
                   fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, prefix: str = "attn",
-                  early_casts: bool = True) -> int:
+                  early_casts: bool = True, products: Products | None = None) -> int:
     rows = tokens * batch
     head_dim = width // heads
     groups = batch * heads
+    qk_in, pv_in = (products or Products()).stored(fused_qkv)
     h = add_layernorm(b, x, f"{prefix}.ln", rows, width, _fed(weight_dtype, early_casts))
     if fused_qkv:
-        qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype)
+        qkv = add_linear(b, h, f"{prefix}.qkv", rows, width, 3 * width, weight_dtype, qk_in)
         q = k = v = qkv
     else:
-        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype)
-        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype)
-        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype)
+        q = add_linear(b, h, f"{prefix}.q", rows, width, width, weight_dtype, qk_in)
+        k = add_linear(b, h, f"{prefix}.k", rows, width, width, weight_dtype, qk_in)
+        v = add_linear(b, h, f"{prefix}.v", rows, width, width, weight_dtype, pv_in)
     s = b.tensor(f"{prefix}.scores.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.scores", OpKind.MATMUL, [q] if q == k else [q, k], s, rows=tokens, cols=tokens,
          inner=head_dim, groups=groups, rule=Rule.SCORES)   # inputs: Q then K (one fused QKV tensor: both)
-    p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, tokens), DType.F16, Role.ACTIVATION)
+    p = b.tensor(f"{prefix}.softmax.out", (groups, tokens, tokens), pv_in, Role.ACTIVATION)
     b.op(f"{prefix}.softmax", OpKind.SOFTMAX, [s], p, rows=tokens, cols=tokens, groups=groups)
     o = b.tensor(f"{prefix}.values.out", (rows, width), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.values", OpKind.MATMUL, [p, v], o, rows=tokens, cols=head_dim, inner=tokens, groups=groups,
@@ -100,6 +112,33 @@ def add_attention(b: GraphBuilder, x: int, *, tokens: int, width: int, heads: in
     out = b.tensor(f"{prefix}.residual.out", (rows, width), DType.F16, Role.ACTIVATION)
     b.op(f"{prefix}.residual", OpKind.ADD, [x, y], out, rows=rows, cols=width)
     return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Products:
+    """Operand precision of the attention products (``f16`` or ``f8_143``) and where an FP8 product's casts sit."""
+
+    qk_dtype: str = "f16"
+    qk_cast: str = "late"
+    pv_dtype: str = "f16"
+    pv_cast: str = "late"
+
+    def stored(self, fused_qkv: bool) -> tuple[DType, DType]:
+        """What the producers of the QK operands (Q, K) and of the PV operands (P, V) store."""
+        qk = DType.F8_143 if self.qk_dtype != "f16" and self.qk_cast == "early" else DType.F16
+        pv = DType.F8_143 if self.pv_dtype != "f16" and self.pv_cast == "early" else DType.F16
+        if fused_qkv and qk != pv:
+            msg = (f"fused QKV stores Q, K and V as one tensor, so QK and PV casts must both be early or neither "
+                   f"(qk_dtype={self.qk_dtype!r}, qk_cast={self.qk_cast!r}, pv_dtype={self.pv_dtype!r}, "
+                   f"pv_cast={self.pv_cast!r}); make both FP8 products early, cast late, or use separate QKV")
+            raise ModelError(msg, field="qk_cast" if qk == DType.F8_143 else "pv_cast",
+                             value=self.qk_cast if qk == DType.F8_143 else self.pv_cast)
+        return qk, pv
+
+    def params(self) -> dict[str, str]:
+        """The graph params the layout, schedule and check read (which product runs on the FP8 AMP)."""
+        return {"qk_dtype": self.qk_dtype, "qk_cast": self.qk_cast, "pv_dtype": self.pv_dtype,
+                "pv_cast": self.pv_cast}
 
 
 def _single(name: str, params: dict, body) -> Graph:
@@ -122,29 +161,31 @@ def mlp_block(*, tokens: int, width: int, hidden: int, batch: int = 1,
 
 def attention_block(*, tokens: int, width: int, heads: int, batch: int = 1, fused_qkv: bool = False,
                     head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
-                    early_casts: bool = False) -> Graph:
+                    early_casts: bool = False, products: Products | None = None) -> Graph:
     """LayerNorm, Q/K/V (separate or fused), per-head scores, softmax, weighted sum, projection, residual."""
     _positive(tokens=tokens, width=width, batch=batch)
     hd = _heads(width, heads, head_dim)
+    products = products or Products()
     params = {"kind": "attention", "tokens": tokens, "width": width, "heads": heads, "head_dim": hd,
-              "batch": batch, "fused_qkv": fused_qkv}
+              "batch": batch, "fused_qkv": fused_qkv, **products.params()}
     return _single("attention", params, lambda b, x: add_attention(
         b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-        weight_dtype=weight_dtype, early_casts=early_casts))
+        weight_dtype=weight_dtype, early_casts=early_casts, products=products))
 
 
 def encoder_layer(*, tokens: int, width: int, hidden: int, heads: int, batch: int = 1, fused_qkv: bool = False,
                   head_dim: int | None = None, weight_dtype: DType = DType.F8_143,
-                  early_casts: bool = False) -> Graph:
+                  early_casts: bool = False, products: Products | None = None) -> Graph:
     """One transformer encoder layer: attention block then MLP block."""
     _positive(tokens=tokens, width=width, hidden=hidden, batch=batch)
     hd = _heads(width, heads, head_dim)
+    products = products or Products()
     params = {"kind": "encoder", "tokens": tokens, "width": width, "hidden": hidden, "heads": heads,
-              "head_dim": hd, "batch": batch, "fused_qkv": fused_qkv}
+              "head_dim": hd, "batch": batch, "fused_qkv": fused_qkv, **products.params()}
 
     def body(b: GraphBuilder, x: int) -> int:
         a = add_attention(b, x, tokens=tokens, width=width, heads=heads, batch=batch, fused_qkv=fused_qkv,
-                          weight_dtype=weight_dtype, early_casts=early_casts)
+                          weight_dtype=weight_dtype, early_casts=early_casts, products=products)
         return add_mlp(b, a, tokens=tokens, width=width, hidden=hidden, batch=batch, weight_dtype=weight_dtype,
                        early_casts=early_casts)
 

@@ -10,9 +10,9 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ModelError
-from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
+from toolkit.graph.builders import Products, attention_block, encoder_layer, mlp_block, repeat
 from toolkit.graph.ir import DType, Graph
-from toolkit.options import WEIGHT_DTYPES
+from toolkit.options import PRODUCT_CASTS, PRODUCT_DTYPES, WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
 KINDS = ("mlp", "attention", "encoder")
@@ -36,6 +36,10 @@ class Workload:
     compute_tiles: int | None = None
     weight_dtype: str = "f8_143"     # matmul weights: f8_143 / f8_152 (the FP8 AMP) or f16
     early_casts: bool = True         # FP8 matmul inputs cast at their producers (LayerNorm, GELU), not per consumer
+    qk_dtype: str = "f16"            # attention products' operands (toolkit.options.PRODUCT_DTYPES) and casts
+    qk_cast: str = "late"
+    pv_dtype: str = "f16"
+    pv_cast: str = "late"
     description: str = ""
 
 
@@ -103,6 +107,7 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         msg = f"weight_dtype={w.weight_dtype!r} is not a matmul weight format; use one of {WEIGHT_DTYPES}"
         raise ModelError(msg, field="weight_dtype", value=w.weight_dtype)
     wd = DType(w.weight_dtype)
+    products = _products(w)
     if w.kind == "mlp":
         if w.hidden is None:
             raise ModelError(f"workload {w.name!r} (mlp) needs hidden", field="hidden", value=None)
@@ -110,11 +115,12 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
                       early_casts=w.early_casts)
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
-                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts)
+                            fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts,
+                            products=products)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
                           batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
-                          early_casts=w.early_casts)
+                          early_casts=w.early_casts, products=products)
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)
@@ -122,6 +128,16 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         g = repeat(g, w.blocks, name="layer" if w.kind == "encoder" else "block")
     params = {**dataclasses.asdict(w), **g.params}
     return Graph(name=w.name, ops=g.ops, tensors=g.tensors, repeats=g.repeats, params=params)
+
+
+def _products(w: Workload) -> Products:
+    """The attention products' precision and cast placement of ``w``, each refused by name when unknown."""
+    for name, legal in (("qk_dtype", PRODUCT_DTYPES), ("qk_cast", PRODUCT_CASTS), ("pv_dtype", PRODUCT_DTYPES),
+                        ("pv_cast", PRODUCT_CASTS)):
+        if getattr(w, name) not in legal:
+            msg = f"{name}={getattr(w, name)!r} is not legal for the attention products; use one of {legal}"
+            raise ModelError(msg, field=name, value=getattr(w, name))
+    return Products(qk_dtype=w.qk_dtype, qk_cast=w.qk_cast, pv_dtype=w.pv_dtype, pv_cast=w.pv_cast)
 
 
 def _need(w: Workload, field_name: str) -> int:
