@@ -40,6 +40,13 @@ def hardware_programs() -> pl.DataFrame:
     return _hardware().clone()
 
 
+def hardware_check_errors() -> pl.DataFrame:
+    """The hardware's own functional-check figures (max abs error) with their programs and sources
+    (:func:`toolkit.check.hardware.hardware_errors`)."""
+    from toolkit.check.hardware import hardware_errors
+    return hardware_errors()
+
+
 def hardware_figure(workload: str, options: Any = None) -> dict | None:
     """The hardware measurement of ``workload`` as its preset defines it (None when options change its graph)."""
     if options is not None and (getattr(options, "weight_dtype", None) is not None
@@ -154,5 +161,5 @@ def compare_peaks(compilations: Any) -> pl.DataFrame:
                               for n, _ in items[1:])).sort("tile")
 
 
-__all__ = ["KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_figure", "hardware_programs",
-           "numbers", "op_cycles"]
+__all__ = ["KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_check_errors",
+           "hardware_figure", "hardware_programs", "numbers", "op_cycles"]

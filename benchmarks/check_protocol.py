@@ -1,0 +1,134 @@
+"""Why the check's error differs from the hardware's: each protocol choice switched on its own (bench_check).
+
+A numpy model of an MLP block repeated ``blocks`` times, with the check's own
+rules (:mod:`toolkit.check.kernels` for the program, :mod:`toolkit.check.reference`
+for the references): ``program`` is what the compiled program computes when no
+op is inner-split (one K run per output, as mlp-small-repeat's plans), ``host``
+the op-by-op stored-value reference (the hardware's host reference), ``exact``
+the float64 model. It runs both our mlp-small-repeat graph (LayerNorm, biases,
+residual) and the hardware's benchmark graph (ipu-stack ``siglip-mlp-benchmark``:
+GEMM, GELU, GEMM; no biases, LayerNorm or residual), so each row changes one
+choice: the reference, the early casts' rounding, the FP8 AMP's FP16 sums, the
+input spread, the activation scale, the graph. The real check of our graph
+gives the same magnitudes (bench_check's own rows); the hardware graph cannot
+be compiled until its preset exists (its input feeds fc1 directly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolkit.check import kernels as K
+from toolkit.check import reference as R
+from toolkit.numerics import decode, encode, quantize
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """One protocol: the graph and each numerics choice."""
+
+    ours: bool = True             # our graph (LayerNorm, biases, residual) or the hardware's bare GEMM-GELU-GEMM
+    input_std: float = 0.25
+    act_scale: int = -4           # F143 scale of the activation casts (the weights' is -4)
+    reference: str = "host"       # host (stored values) | exact
+    fp16_sums: bool = True        # the FP8 AMP's FP16 running sum per 32-deep panel (else FP32)
+    program_via_f16: bool = False  # the program's early casts round FP16 results (F16 -> F143) rather than FP32
+    reference_via_f16: bool = False  # the reference's early casts round FP16 results (the check before the fix)
+
+
+def _f16(y: np.ndarray) -> np.ndarray:
+    return y.astype(np.float16).astype(np.float64)
+
+
+def _data(seed: int, tokens: int, width: int, hidden: int, blocks: int, std: float, ours: bool):
+    rng = np.random.default_rng(seed)
+    x = _f16(std * rng.standard_normal((tokens, width)))
+    layers = []
+    for _ in range(blocks):
+        w1 = decode(encode(rng.standard_normal((width, hidden)) / np.sqrt(width), "f143", -4), "f143", -4,
+                    dtype=np.float64)
+        w2 = decode(encode(rng.standard_normal((hidden, width)) / np.sqrt(hidden), "f143", -4), "f143", -4,
+                    dtype=np.float64)
+        gamma = _f16(1 + 0.1 * rng.standard_normal(width))
+        beta, b1, b2 = (_f16(0.1 * rng.standard_normal(n)) if ours else np.zeros(n) for n in (width, hidden, width))
+        layers.append((w1, w2, gamma, beta, b1, b2))
+    return x, layers
+
+
+def _run(x, layers, mode: str, case: Case) -> np.ndarray:
+    ctx = K.KernelContext(head_dim=1, partials="planned" if case.fp16_sums else "f32", scale=case.act_scale)
+    via = case.program_via_f16 if mode == "program" else case.reference_via_f16
+
+    def store(v):   # an early cast: F143 at the activation scale (exact: nothing rounded)
+        if mode == "exact":
+            return v
+        return quantize(_f16(v) if via else v, "f143", case.act_scale).astype(np.float64)
+
+    def linear(h, w, b, codes):
+        if mode == "exact":
+            return h @ w + b
+        if mode == "host":
+            a = h if codes else quantize(h, "f143", case.act_scale).astype(np.float64)
+            return _f16(a @ w + b)
+        rule = "linear_f8_codes" if codes else "linear_f8"
+        y = K.RULES[rule]([h.astype(np.float32)[None, None]],
+                          [w.astype(np.float32)[None, None], b.astype(np.float32)[None, None, None]], ctx)
+        return _f16(y[0, 0].astype(np.float64))
+
+    for w1, w2, gamma, beta, b1, b2 in layers:
+        h = x
+        if case.ours:
+            if mode == "program":
+                f32 = [v.astype(np.float32)[None, None, None] for v in (gamma, beta)]
+                h = K.layernorm([x.astype(np.float32)[None, None]], f32, ctx)[0, 0].astype(np.float64)
+            else:
+                h = R.layernorm(x, gamma, beta)
+            h = store(h)
+        a = linear(h, w1, b1, codes=case.ours)
+        g = K._gelu(a.astype(np.float32)).astype(np.float64) if mode == "program" else R.gelu(a)
+        y = linear(store(g), w2, b2, codes=True)
+        x = x + y if case.ours else y
+        if mode != "exact":
+            x = _f16(x)
+    return x
+
+
+def error(case: Case, seeds=range(4), tokens: int = 129, width: int = 128, hidden: int = 256,
+          blocks: int = 3) -> tuple[float, float]:
+    """(mean, max) over ``seeds`` of the largest |program - reference| of the last block's output."""
+    errs = []
+    for s in seeds:
+        x, layers = _data(s, tokens, width, hidden, blocks, case.input_std, case.ours)
+        errs.append(float(np.abs(_run(x, layers, "program", case) - _run(x, layers, case.reference, case)).max()))
+    return float(np.mean(errs)), float(np.max(errs))
+
+
+#: (label, case): from the check as it was to the hardware's protocol, one choice at a time
+STEPS: tuple[tuple[str, Case], ...] = (
+    ("old check: our graph, input std 1, activation scale 0, exact model, FP32 sums",
+     Case(input_std=1.0, act_scale=0, reference="exact", fp16_sums=False)),
+    ("... against the old op-by-op reference (early casts rounded F16 -> F143)",
+     Case(input_std=1.0, act_scale=0, fp16_sums=False, reference_via_f16=True)),
+    ("... early casts rounded once, as the kernels and the hardware's host reference do",
+     Case(input_std=1.0, act_scale=0, fp16_sums=False)),
+    ("... + the FP8 AMP's FP16 sums per 32-deep panel", Case(input_std=1.0, act_scale=0)),
+    ("... + input std 0.25", Case(act_scale=0)),
+    ("... + activation scale -4 (the new check on our graph)", Case()),
+    ("hardware graph (GEMM-GELU-GEMM, no bias/LayerNorm/residual), the new check's protocol", Case(ours=False)),
+    ("  hardware graph, exact model", Case(ours=False, reference="exact")),
+    ("  hardware graph, activation scale 0", Case(ours=False, act_scale=0)),
+    ("  hardware graph, input std 1", Case(ours=False, input_std=1.0)),
+    ("  hardware graph, FP32 sums", Case(ours=False, fp16_sums=False)),
+    ("  hardware graph, early casts via FP16 in the program", Case(ours=False, program_via_f16=True)),
+)
+
+
+def table() -> str:
+    """The decomposition as markdown rows (label, mean and max over 4 seeds)."""
+    rows = ["| protocol | max abs error (mean of 4 seeds) | worst seed |", "|---|---:|---:|"]
+    for label, case in STEPS:
+        mean, worst = error(case)
+        rows.append(f"| {label} | {mean:.6f} | {worst:.6f} |")
+    return "\n".join(rows)
