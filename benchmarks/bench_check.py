@@ -101,11 +101,13 @@ def main() -> None:
             why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
             rows.append(f"| {name} | run failed: {why} |" + " |" * 12)
         print(rows[-1], flush=True)
-    from benchmarks.check_protocol import hardware_graph_rows, table
+    from benchmarks.check_protocol import attention_rows, hardware_graph_rows, table
     decomposition = table()
     print(decomposition, flush=True)
     on_hardware_graph = hardware_graph_rows()
     print(on_hardware_graph, flush=True)
+    attention = attention_rows()
+    print(attention, flush=True)
     header = ["workload", "verdict", "max abs error (host reference)", "in FP16 ulps", "hardware max abs error",
               "ours / hardware", "max abs error (exact model)", "max rel error", "max abs expected",
               "lowered cycles", "operand checks", "check wall s", "check CPU s", "compile s", "peak RSS GB"]
@@ -138,7 +140,13 @@ def main() -> None:
         "`benchmarks.check_protocol.hardware_graph_rows`: the same numpy model on the hardware's GEMM-GELU-GEMM "
         "graph at each MLP preset's shape (2 seeds), beside the hardware's figure. The hardware's programs "
         "inner-split their GEMMs (FP16 partials, reduced in FP16) where this model sums each output in one K "
-        "run, so the model's error is a lower bound.\n\n" + on_hardware_graph)
+        "run, so the model's error is a lower bound.\n\n" + on_hardware_graph + "\n\n"
+        "### The hardware's projected attention under the new protocol, FP16 and FP8 products\n\n"
+        "`benchmarks.check_protocol.attention_rows`: batch 1, 729 tokens, fused QKV (F143 scale -4), 16 heads of "
+        "72, no LayerNorm, bias, output projection or residual (the hardware's benchmark graph), one seed; the "
+        "products FP16 or FP8 (casts late). The hardware's figures (docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md) "
+        "were measured against a host reference that does not cast the products' operands; our check's "
+        "reference does (it is the program's own semantics), so both are shown.\n\n" + attention)
     if not args.no_write:
         write_section("check", body)
 

@@ -162,3 +162,57 @@ def table() -> str:
         mean, worst = error(case)
         rows.append(f"| {label} | {mean:.6f} | {worst:.6f} |")
     return "\n".join(rows)
+
+
+#: the hardware's projected-attention checks (FP8_ATTENTION_AND_HOST_IO_2026_09_11.md): products, hardware figure
+HARDWARE_ATTENTION = (("FP16 products", "f16", "f16", 0.000061), ("FP8 QK", "f8", "f16", 0.000145),
+                      ("FP8 PV", "f16", "f8", 0.001511), ("FP8 QK and PV", "f8", "f8", 0.001562))
+
+
+def _attention(x, w, heads: int, qk: str, pv: str, mode: str, cast_products: bool) -> np.ndarray:
+    """Projected attention (fused QKV, no LayerNorm, bias, output projection or residual): the hardware's
+    benchmark graph. ``mode``: program (the check's kernel rules) or host (float64, stored values; FP8 product
+    operands cast only when ``cast_products``)."""
+    ctx = K.KernelContext(head_dim=1, partials="planned", scale=-4)
+    tokens, width = x.shape[0], x.shape[1]
+    hd = width // heads
+    if mode == "program":
+        qkv = K.RULES["linear_f8"]([x.astype(np.float32)[None, None]], [w.astype(np.float32)[None, None]], ctx)
+        qkv = _f16(qkv[0, 0].astype(np.float64))
+    else:
+        qkv = _f16(quantize(x, "f143", -4).astype(np.float64) @ w)
+    q, k, v = (qkv[:, i * width:(i + 1) * width].reshape(tokens, heads, hd).transpose(1, 0, 2) for i in range(3))
+    rule = {"f8": "_f8", "f16": ""}
+    if mode == "program":
+        s = K.RULES["scores" + rule[qk]]([q.astype(np.float32)[:, None], k.astype(np.float32)[:, None]], [], ctx)
+        s = _f16(s[:, 0].astype(np.float64))
+        p = _f16(K.softmax([s.astype(np.float32)], [], K.KernelContext(head_dim=hd, partials="planned"))
+                 .astype(np.float64))
+        o = K.RULES["values" + rule[pv]]([p.astype(np.float32)[:, None], v.astype(np.float32)[:, None]], [], ctx)
+        return _f16(o[:, 0].astype(np.float64))
+    def cast(a: np.ndarray) -> np.ndarray:
+        return quantize(a, "f143", -4).astype(np.float64)
+
+    qq, kk = (cast(q), cast(k)) if qk == "f8" and cast_products else (q, k)
+    s = _f16(qq @ kk.transpose(0, 2, 1))
+    p = _f16(R.softmax(s, 1.0 / np.sqrt(hd)))
+    pp, vv = (cast(p), cast(v)) if pv == "f8" and cast_products else (p, v)
+    return _f16(pp @ vv)
+
+
+def attention_rows(seed: int = 0, tokens: int = 729, width: int = 1152, heads: int = 16) -> str:
+    """Projected attention (the hardware's graph) with FP16 or FP8 products: our error against the host reference
+    with and without the products' operand casts (the hardware's 2026-09-11 reference had none), beside the
+    hardware's figures."""
+    rng = np.random.default_rng(seed)
+    x = _f16(0.25 * rng.standard_normal((tokens, width)))
+    w = decode(encode(rng.standard_normal((width, 3 * width)) / np.sqrt(width), "f143", -4), "f143", -4,
+               dtype=np.float64)
+    rows = ["| products | max abs error, reference casts the products' operands (our check) | reference without "
+            "product casts (the hardware's) | max abs output | hardware |", "|---|---:|---:|---:|---:|"]
+    for label, qk, pv, hw in HARDWARE_ATTENTION:
+        prog = _attention(x, w, heads, qk, pv, "program", True)
+        ours = float(np.abs(prog - _attention(x, w, heads, qk, pv, "host", True)).max())
+        theirs = float(np.abs(prog - _attention(x, w, heads, qk, pv, "host", False)).max())
+        rows.append(f"| {label} | {ours:.6f} | {theirs:.6f} | {float(np.abs(prog).max()):.4f} | {hw:g} |")
+    return "\n".join(rows)
