@@ -123,3 +123,16 @@ def test_early_casts_are_the_f143_rule_bit_for_bit() -> None:
     assert (t.obytes[t.otensor == p_id] == 1).all()          # one byte per probability: F143 codes
     x = np.linspace(0, 1, 101)
     assert np.array_equal(encode(x, "f143", -4), encode(x.astype(np.float32), "f143", -4))
+
+
+def test_an_inner_split_fp8_values_product_writes_partials_and_is_checked() -> None:
+    """PV split over keys (its partials reduced, as attention-fused-b1's values=4x1x23): the FP8 kernel's
+    partials are not the output tensor."""
+    g = attention_block(tokens=64, width=32, heads=2, products=Products(pv_dtype="f8_143"))
+    c = toolkit.compile(g, options={"tiles": 16, "fused_qkv": False, "simulate": False,
+                                    "plans": {"attn.values": "2x1x2"}})
+    values = c.graph.ops.filter(pl.col("name") == "attn.values")["op_id"].item()
+    kernels = set(c.schedule.commands.filter(pl.col("op_id") == values)["kernel"])
+    assert "reduce" in kernels and any(k.startswith("amp_matmul_f8") for k in kernels)
+    r = check(c)
+    assert r.passed, r.message

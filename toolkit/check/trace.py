@@ -211,7 +211,7 @@ class Runner:
             self._compare_read(bits, v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0)
             ws.append(v)
         y = run_rule(g, ins, ws, self.ctx)
-        writes_tensor = not ((g.rule.startswith("linear") or g.rule == "values") and g.op_id in self.split_ops)
+        writes_tensor = not (g.rule.startswith(("linear", "values")) and g.op_id in self.split_ops)
         local = None
         if writes_tensor:   # what the kernel should write given what it read: float64, rounded as stored
             y64 = run_rule(g, [v.astype(np.float64) for v in ins], [v.astype(np.float64) for v in ws], self.ctx64)
