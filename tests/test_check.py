@@ -47,9 +47,12 @@ def tiny() -> toolkit.Compilation:
 def test_mlp_small_repeat_passes(small, small_result) -> None:
     r = small_result
     assert r.passed, r.message
-    assert 0 < r.max_abs_error < 0.3 and r.max_rel_error < 0.05   # FP8 activation casts show against the exact model
-    assert r.max_abs_deviation < 0.3   # FP8 LayerNorm/GELU outputs: F143 steps drift from the op-by-op reference
+    # the FP8 AMP's FP16 sums flip F143 codes of the LayerNorm/GELU outputs (steps of 1/8 at O(1) values) and the
+    # flips travel through three blocks: the host reference sees them as the hardware's does
+    assert 0 < r.max_abs_error < 0.3 and r.max_rel_error < 0.05
+    assert 0 < r.max_abs_error_exact < 0.4   # against the exact model the F143 activation casts show too
     assert r.max_rel_error == pytest.approx(r.max_abs_error / r.outputs["max_abs_expected"][0])
+    assert r.max_abs_deviation == r.max_abs_error
     assert r.outputs.schema == pl.Schema(OUTPUTS_SCHEMA)
     assert r.outputs["tensor"].to_list() == ["mlp.residual.out"]
     assert r.outputs["elements"][0] == 129 * 128
@@ -80,7 +83,7 @@ def test_tiny_attention_separate_and_fused() -> None:
     for fused in (False, True):
         r = check(_tiny(fused))
         assert r.passed, r.message
-        assert r.max_abs_deviation < 0.01 and r.max_rel_error < 0.05
+        assert r.max_abs_error < 0.02 and r.max_rel_error < 0.05
         assert {"attn.scores", "attn.softmax", "attn.values"} <= set(r.operands["op"])
 
 
@@ -95,14 +98,15 @@ def test_fp16_partials_pass(tiny) -> None:
     f32 = check(tiny, partials="f32")
     f16 = check(tiny, partials="f16")
     assert f32.passed and f16.passed
-    assert f32.max_abs_error == check(tiny).max_abs_error  # FP32 accumulation is the plan's default
+    assert f32.max_abs_error == 0.0   # FP32 sums everywhere: the program is the host reference, bit for bit
+    assert check(tiny).max_abs_error > 0   # as planned: the FP8 AMP carries FP16 sums (the hardware's hiho AMP)
 
 
 @pytest.mark.slow
 def test_mlp_single_b1_passes() -> None:
     r = check(toolkit.compile("mlp-single-b1"))
     assert r.passed, r.message
-    assert r.max_abs_deviation < 0.15 and r.max_rel_error < 0.05   # F143 activations: a few % vs exact
+    assert r.max_abs_error < 0.15 and r.max_rel_error < 0.05   # FP16 sums flipping F143 activation codes
 
 
 # -- corruption is caught and located -----------------------------------------------
@@ -193,7 +197,7 @@ def test_kernel_writes_are_dropped_after_their_last_read(small) -> None:
     """The runner holds a tensor instance's written bits only until the last phase that reads it."""
     c = small
     data = R.make_data(c.graph, 0, -4)
-    ref = R.run_reference(c.graph, data)
+    ref = R.run_reference(c.graph, data, scale=-4)
     sram = Sram(c.schedule.objects, c.placement.placement)
     tables = build_tables(c.schedule, c.graph)
     _load(sram, tables, c.schedule, c.graph, data)
@@ -248,16 +252,17 @@ def test_elementwise_rules_of_fp16_values_are_tables(bits: list[int], dtype) -> 
     with np.errstate(all="ignore"):
         assert np.array_equal(K.gelu([x], [], ctx), K._gelu(x), equal_nan=True)
         assert np.array_equal(R.on_f16(R.gelu, x.astype(np.float64)), R.gelu(x.astype(np.float64)), equal_nan=True)
-        assert np.array_equal(R.cast_activation(x), quantize(x, "f143", R.ACTIVATION_SCALE), equal_nan=True)
+        for scale in (-4, 0):
+            assert np.array_equal(R.cast_activation(x, scale), quantize(x, "f143", scale), equal_nan=True)
     off = x + dtype(2.0**-20)   # not FP16 values: computed directly
-    assert np.array_equal(R.cast_activation(off), quantize(off, "f143", R.ACTIVATION_SCALE), equal_nan=True)
+    assert np.array_equal(R.cast_activation(off, -4), quantize(off, "f143", -4), equal_nan=True)
 
 
 def test_the_cast_of_f143_codes_is_the_identity() -> None:
     """Why an FP8 AMP on an early-cast (F143) left operand skips the cast: ``linear_f8_codes``."""
     for dtype in (np.float32, np.float64):
-        values = decode_f143(np.arange(256, dtype=np.uint8), R.ACTIVATION_SCALE, dtype=dtype)
-        assert np.array_equal(R.cast_activation(values), values, equal_nan=True)
+        values = decode_f143(np.arange(256, dtype=np.uint8), -4, dtype=dtype)
+        assert np.array_equal(R.cast_activation(values, -4), values, equal_nan=True)
     assert K.rule_name("amp_matmul_f8", "linear", True, left_f143=True) == "linear_f8_codes"
     assert K.rule_name("amp_matmul_f8_p32", "linear", True, left_f143=False) == "linear_f8_p32"
 
@@ -292,6 +297,21 @@ def test_fp16_partials_round_per_amp_block() -> None:
     exact = K.RULES["linear_f16"]([a], [w], K.KernelContext(head_dim=1, partials="f32"))
     coarse = K.RULES["linear_f16"]([a], [w], K.KernelContext(head_dim=1, partials="f16"))
     assert exact[0, 0, 0, 0] > 2048.0 and coarse[0, 0, 0, 0] == 2048.0
+    planned = K.KernelContext(head_dim=1, partials="planned")
+    assert K.RULES["linear_f16"]([a], [w], planned)[0, 0, 0, 0] > 2048.0   # the FP16 AMP sums in FP32
+
+
+def test_the_fp8_amp_carries_fp16_sums_per_32_deep_panel() -> None:
+    """docs/FP8.md of ipu-stack: the FP8 AMP (f8v8hihov4amp) has FP16 accumulator inputs and outputs."""
+    a = np.full((1, 1, 1, 64), 1.0, dtype=np.float32)
+    w = np.zeros((1, 1, 64, 1), dtype=np.float32)
+    w[0, 0, 0, 0] = 2048.0
+    w[0, 0, 1:32, 0] = 0.5 / 31          # panel 1 sums to 2048.5, a quarter of the FP16 spacing (2) at 2048
+    w[0, 0, 32:, 0] = 0.25               # panel 2 adds 8
+    planned = K.RULES["linear_f8_codes"]([a], [w], K.KernelContext(head_dim=1, partials="planned"))
+    exact = K.RULES["linear_f8_codes"]([a], [w], K.KernelContext(head_dim=1, partials="f32"))
+    assert exact[0, 0, 0, 0] == pytest.approx(2048.5 + 8.0)
+    assert planned[0, 0, 0, 0] == 2056.0   # 2048.5 rounds to 2048 (FP16 spacing 2) after panel 1, then + 8
 
 
 @settings(max_examples=4, deadline=None)
@@ -372,3 +392,22 @@ def test_small_encoder_batch_two_repeated_passes() -> None:
     assert ops["instance"].max() == 1
     assert {"attn.softmax", "mlp.gelu"} <= set(ops["op"])
     assert r.outputs["elements"][0] == 2 * 40 * 64
+
+
+def test_hardware_check_figures_carry_their_sources_and_match_by_options() -> None:
+    from toolkit.check import hardware_error, hardware_errors
+    hw = hardware_errors()
+    assert hw["source"].null_count() == 0 and (hw["max_abs_error"] > 0).all()
+    assert hardware_error("mlp-small-repeat")["max_abs_error"] == 0.015625
+    assert hardware_error("mlp-single-b1")["max_abs_error"] == 0.006378   # the current figure, not FP8.md's 0.0255
+    assert hardware_error("mlp-single-b1", toolkit.Options(weight_dtype="f16")) is None
+    assert hardware_error("encoder-b8") is None
+
+
+def test_numbers_report_the_check_beside_the_hardware(small, small_result) -> None:
+    c = dataclasses.replace(small, check=small_result)
+    n = c.numbers().filter(pl.col("quantity") == "max abs error")
+    rows = {r["kind"]: r for r in n.iter_rows(named=True)}
+    assert rows["checked"]["value"] == small_result.max_abs_error
+    assert rows["measured on hardware"]["value"] == 0.015625 and "joint" in rows["measured on hardware"]["source"]
+    assert rows["checked"]["vs_hardware"] == pytest.approx(small_result.max_abs_error / 0.015625)

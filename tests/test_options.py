@@ -25,6 +25,10 @@ from toolkit.options import Options
     ({"row_block": True}, r"row_block=True must be an integer \(or None to search it\), got bool"),
     ({"beam_width": 2.5}, r"beam_width=2.5 must be an integer"),
     ({"early_casts": "no"}, r"early_casts='no' must be true, false or None"),
+    ({"qk_dtype": "f8"}, r"qk_dtype='f8' is not an operand precision of the attention scores .* \('f16', 'f8_143'\)"),
+    ({"pv_dtype": "f8_152"}, r"pv_dtype='f8_152' is not an operand precision of the attention values"),
+    ({"pv_cast": "soon"}, r"pv_cast='soon' must be one of \('early', 'late'\)"),
+    ({"qk_cast": "early"}, r"qk_cast='early' places the F143 cast of an FP8 scores .* qk_dtype='f16'"),
 ])
 def test_every_field_is_checked_against_its_declared_type(kwargs, match) -> None:
     with pytest.raises(OptionError, match=match) as err:

@@ -21,6 +21,11 @@ WEIGHT_CLASSES = ("interleaved", "standard")
 WEIGHT_DTYPES = ("f8_143", "f8_152", "f16")
 PARTIALS = ("f16", "f32")
 STREAM_WEIGHTS = ("resident", "gathered")   # how LayerNorm parameters are kept (see LayoutParams.stream_weights)
+#: operand precision of the attention products QK (scores) and PV (values): FP16, or F143 on the FP8 AMP
+PRODUCT_DTYPES = ("f16", "f8_143")
+#: where an FP8 product's operands are cast: at the producer (the Q/K projection or the softmax stores F143) or
+#: at the consumer (the product casts the FP16 panel it received); ipu-stack docs/FP8_QK_FULL_MODEL_2026_09_13.md
+PRODUCT_CASTS = ("early", "late")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +54,10 @@ class Options:
                                                # every unpinned linear op follows the global grid)
     weight_dtype: str | None = None            # matmul weights: f8_143 | f8_152 | f16 (None: the preset's own)
     early_casts: bool | None = None            # FP8 matmul inputs cast at the producers (None: the preset's own)
+    qk_dtype: str = "f16"                      # attention scores product Q K^T: f16 | f8_143 (F143 at the check's
+    qk_cast: str = "late"                      # scale, FP16 sums); its casts: early (Q/K stored F143) | late
+    pv_dtype: str = "f16"                      # attention values product P V: f16 | f8_143
+    pv_cast: str = "late"                      # early (softmax and V store F143) | late (the product casts)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
                                                # the graph repeats, resident otherwise)
@@ -76,6 +85,7 @@ class Options:
         if self.early_casts is not None and not isinstance(self.early_casts, bool):
             msg = f"option early_casts={self.early_casts!r} must be true, false or None (the preset's own)"
             raise OptionError(msg, field="early_casts", value=self.early_casts)
+        self._check_products()
         if self.partials not in PARTIALS:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
@@ -97,6 +107,22 @@ class Options:
         if not self.placement_time_limit > 0:
             msg = f"option placement_time_limit={self.placement_time_limit!r} must be positive seconds"
             raise OptionError(msg, field="placement_time_limit", value=self.placement_time_limit)
+
+    def _check_products(self) -> None:
+        for product, what in (("qk", "scores (Q K^T)"), ("pv", "values (P V)")):
+            dtype, cast = getattr(self, f"{product}_dtype"), getattr(self, f"{product}_cast")
+            if dtype not in PRODUCT_DTYPES:
+                msg = (f"option {product}_dtype={dtype!r} is not an operand precision of the attention {what} "
+                       f"product; use one of {PRODUCT_DTYPES}")
+                raise OptionError(msg, field=f"{product}_dtype", value=dtype)
+            if cast not in PRODUCT_CASTS:
+                msg = (f"option {product}_cast={cast!r} must be one of {PRODUCT_CASTS}: early casts at the producer, "
+                       f"late in the product")
+                raise OptionError(msg, field=f"{product}_cast", value=cast)
+            if dtype == "f16" and cast == "early":
+                msg = (f"option {product}_cast='early' places the F143 cast of an FP8 {what} product, but "
+                       f"{product}_dtype='f16'; set {product}_dtype='f8_143' or leave {product}_cast at 'late'")
+                raise OptionError(msg, field=f"{product}_cast", value=cast)
 
     def _check_plans(self) -> None:
         plans = self.plans

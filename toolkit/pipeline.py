@@ -155,19 +155,29 @@ def lowered_cycles(sched: Schedule, exchange: Exchange, kind: str | None = None)
 
 
 def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = None,
-                  early_casts: bool | None = None) -> Graph:
-    """The graph of a preset name or Workload (``weight_dtype`` overrides its weights' format), or a Graph as given."""
+                  early_casts: bool | None = None, products: dict[str, str] | None = None) -> Graph:
+    """The graph of a preset name or Workload (``weight_dtype`` overrides its weights' format, ``products`` its
+    attention products' precision and casts: ``qk_dtype``, ``qk_cast``, ``pv_dtype``, ``pv_cast``), or a Graph
+    as given."""
+    products = products or {}
     if isinstance(workload, Graph):
-        for name, value in (("weight_dtype", weight_dtype), ("early_casts", early_casts)):
+        for name, value in (("weight_dtype", weight_dtype), ("early_casts", early_casts), *products.items()):
             if value is not None:
                 msg = (f"option {name}={value!r} applies to a preset name or a Workload; a Graph carries its own "
                        f"tensor dtypes (build it with {name}=...)")
                 raise OptionError(msg, field=name, value=value)
         return workload
     if isinstance(workload, str | Workload):
-        return build_graph(workload, weight_dtype=weight_dtype, early_casts=early_casts)
+        return build_graph(workload, weight_dtype=weight_dtype, early_casts=early_casts, **products)
     msg = f"workload must be a preset name, a Workload or a Graph, got {type(workload).__name__}"
     raise ModelError(msg, field="workload", value=workload)
+
+
+def product_options(opts: Options) -> dict[str, str]:
+    """The attention products' options of ``opts`` when any product is FP8 (else none: the graph's own)."""
+    if opts.qk_dtype == "f16" and opts.pv_dtype == "f16":
+        return {}
+    return {name: getattr(opts, name) for name in ("qk_dtype", "qk_cast", "pv_dtype", "pv_cast")}
 
 
 def compile(
@@ -181,7 +191,7 @@ def compile(
     opts = as_options(options)
     clock = _Clock(progress)
     with clock("graph"):
-        graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts)
+        graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))
     with clock("layout"):
         searched = search_layouts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(

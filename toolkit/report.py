@@ -21,10 +21,10 @@ import polars as pl
 
 #: kinds of number, in the order a reader meets them
 KINDS = ("screen estimate", "refined estimate", "lowered estimate", "simulated", "measured on hardware", "placed",
-         "count")
+         "count", "checked")
 NUMBERS_SCHEMA = {
-    "quantity": pl.String, "kind": pl.String, "value": pl.Int64, "unit": pl.String,
-    "vs_hardware": pl.Float64,    # value / the hardware's cycles, for cycle estimates where a measurement exists
+    "quantity": pl.String, "kind": pl.String, "value": pl.Float64, "unit": pl.String,
+    "vs_hardware": pl.Float64,    # value / the hardware's figure (cycles; the check's max abs error) where one exists
     "source": pl.String,
 }
 #: ``toolkit/data/hardware_programs.csv``: one row per hardware figure. ``workload`` names the figure (the seeds'
@@ -51,6 +51,13 @@ def hardware_programs() -> pl.DataFrame:
     return _hardware().clone()
 
 
+def hardware_check_errors() -> pl.DataFrame:
+    """The hardware's own functional-check figures (max abs error) with their programs and sources
+    (:func:`toolkit.check.hardware.hardware_errors`)."""
+    from toolkit.check.hardware import hardware_errors
+    return hardware_errors()
+
+
 def hardware_program(row: dict) -> tuple[str, dict, dict]:
     """The graph and options of one :func:`hardware_programs` row: ``(preset, build_graph overrides, options)``,
     so ``toolkit.compile(toolkit.graph.get_workload(preset, **overrides), options=options)`` compiles what ran."""
@@ -71,7 +78,9 @@ def hardware_figure(workload: str, options: Any = None, params: dict | None = No
     named = _hardware().filter(pl.col("workload") == workload)
     if named.height:
         if options is not None and (getattr(options, "weight_dtype", None) is not None
-                                    or getattr(options, "early_casts", None) is not None):
+                                    or getattr(options, "early_casts", None) is not None
+                                    or any((getattr(options, f"{q}_dtype", None) or "f16") != "f16"
+                                           for q in ("qk", "pv"))):
             return None
         if params is not None:
             from toolkit.graph import PRESETS
@@ -141,10 +150,31 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         ("transfers", "count", s["transfers"], "transfers", "one row per destination"),
         ("exchange steps", "count", s["exchange_steps"], "steps", "lowered exchange steps"),
     ]
+    hw_err = _check_rows(c, rows)
     frame = pl.DataFrame(rows, schema=["quantity", "kind", "value", "unit", "source"], orient="row")
-    ratio = (pl.when((pl.col("quantity") == "cycles") & (pl.col("kind") != "measured on hardware"))
-             .then(pl.col("value") / hw["hardware_cycles"]) if hw is not None else pl.lit(None))
+    cycles = (pl.col("quantity") == "cycles") & (pl.col("kind") != "measured on hardware")
+    error = (pl.col("quantity") == "max abs error") & (pl.col("kind") == "checked")
+    ratio = (pl.when(cycles).then(pl.col("value") / (hw["hardware_cycles"] if hw is not None else None))
+             .when(error).then(pl.col("value") / hw_err).otherwise(None))
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
+
+
+def _check_rows(c: Any, rows: list) -> float | None:
+    """The functional check's max abs error and the hardware's own check figure for the same program (appended to
+    ``rows``); returns the hardware's figure (None without one)."""
+    from toolkit.check import hardware_error
+    if getattr(c, "check", None) is None:
+        return None
+    r = c.check
+    rows.append(("max abs error", "checked", r.max_abs_error, "output units",
+                 f"functional check against the host reference as ipu-stack's hardware check computes it (input "
+                 f"std {r.input_std:g}, F143 scale {r.scale}); against the exact model {r.max_abs_error_exact:.3g}"))
+    hw = hardware_error(c.workload, c.options)
+    if hw is None:
+        return None
+    rows.append(("max abs error", "measured on hardware", hw["max_abs_error"], "output units",
+                 f"ipu-stack's check of {hw['hardware_program']}: {hw['note']}; {hw['source']}"))
+    return float(hw["max_abs_error"])
 
 
 def op_cycles(c: Any) -> pl.DataFrame:
@@ -188,5 +218,5 @@ def compare_peaks(compilations: Any) -> pl.DataFrame:
                               for n, _ in items[1:])).sort("tile")
 
 
-__all__ = ["HARDWARE_SCHEMA", "KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs", "hardware_figure",
-           "hardware_program", "hardware_programs", "numbers", "op_cycles"]
+__all__ = ["HARDWARE_SCHEMA", "KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs",
+           "hardware_check_errors", "hardware_figure", "hardware_program", "hardware_programs", "numbers", "op_cycles"]

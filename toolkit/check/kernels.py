@@ -6,16 +6,23 @@ FP32 partials) and returns float32 results that the caller rounds to the
 output object's element type (FP16, or FP32 for partials).
 
 - ``linear`` (``amp_matmul_f16`` / ``amp_matmul_f8``, ``_p32`` for FP32 partials,
-  with weights): ``A W (+ b)``; products accumulated in FP32 (``partials="f16"``
-  instead rounds the running sum to FP16 after every 16-deep AMP inner block)
-  and rounded to the output object's type (FP16 outputs and FP16 partials).
+  with weights): ``A W (+ b)``, rounded to the output object's type (FP16
+  outputs and FP16 partials). The FP16 AMP accumulates in FP32
+  (``partials="f16"`` instead rounds the running sum to FP16 after every
+  16-deep inner block). The FP8 AMP (``f8v8hihov4amp``, docs/FP8.md of
+  ``ipu-stack``: "FP16 accumulator inputs/outputs") carries its running sum as
+  FP16 from one 32-deep K panel to the next, rounded after every panel
+  (``partials="f32"`` forces FP32 accumulation everywhere).
   The FP8 AMP reads FP8 inputs: the FP16 left panel is cast to F143 at
-  :data:`ACTIVATION_SCALE` first (round to nearest even, as the cast kernel);
+  the activation scale (``KernelContext.scale``) first (round to nearest even, as the cast kernel);
   a left panel stored as F143 codes (an early cast) is multiplied as read
   (``linear_f8_codes``: the cast of an F143 value is the value itself).
   The bias is an operand of the first inner-split cell only, so it is added
   to that cell's partial.
-- ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``.
+- ``scores``: ``Q K^T`` (no scale here), ``values``: ``P V``; on the FP8 AMP
+  (``_f8``: an FP8 attention product) both operands are cast to F143 at the
+  activation scale (the cast of an operand stored as F143, an early cast, is
+  the identity) and the sum is FP16 per 32-deep panel, as for ``linear_f8``.
 - ``reduce``: sum of the S partials in FP32 (the bias is already in partial 0), plus the running sum a
   staged reduction's later epochs read.
 - ``layernorm`` (eps 1e-6), ``gelu`` (tanh form), ``softmax`` of
@@ -36,45 +43,64 @@ import numpy as np
 from toolkit.check.reference import GELU_C, LN_EPS, cast_activation, on_f16
 
 AMP_BLOCK = 16
+#: K depth of one FP8 AMP panel pass: the FP8 AMP's FP16 running sum is rounded after each
+FP8_AMP_BLOCK = 32
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KernelContext:
     head_dim: int
-    partials: str  # "f32" | "f16"
+    partials: str  # "planned" (FP16 sums on the FP8 AMP only) | "f32" (FP32 everywhere) | "f16" (FP16 everywhere)
+    scale: int = 0  # the F143 activation scale of FP8 operand casts
 
 
-def _matmul(a: np.ndarray, b: np.ndarray, ctx: KernelContext, fp16_partials: bool) -> np.ndarray:
+def _matmul(a: np.ndarray, b: np.ndarray, ctx: KernelContext, fp16_partials: bool,
+            block: int = AMP_BLOCK) -> np.ndarray:
     if not fp16_partials:
         return np.matmul(a, b)
     k = a.shape[-1]
     acc = np.zeros((*a.shape[:-1], b.shape[-1]), dtype=np.float32)
-    for lo in range(0, k, AMP_BLOCK):  # the AMP's inner blocks, in order (k / 16 steps, each over all tiles)
-        acc = (acc + np.matmul(a[..., lo:lo + AMP_BLOCK], b[..., lo:lo + AMP_BLOCK, :])).astype(np.float16)
+    for lo in range(0, k, block):  # the AMP's inner blocks, in order (k / block steps, each over all tiles)
+        acc = (acc + np.matmul(a[..., lo:lo + block], b[..., lo:lo + block, :])).astype(np.float16)
         acc = acc.astype(np.float32)
     return acc
 
 
+def _fp16_sums(ctx: KernelContext, fp8_amp: bool, fp32_out: bool) -> tuple[bool, int]:
+    """Whether an AMP kernel rounds its running sum to FP16, and after how deep a K block."""
+    if fp32_out or ctx.partials == "f32":
+        return False, AMP_BLOCK
+    if fp8_amp:
+        return True, FP8_AMP_BLOCK
+    return ctx.partials == "f16", AMP_BLOCK
+
+
 def linear(ins: list[np.ndarray], ws: list[np.ndarray | None], ctx: KernelContext, fp32_out: bool,
-           fp8: bool = False) -> np.ndarray:
+           fp8: bool = False, fp8_amp: bool = False) -> np.ndarray:
     a = ins[0][:, 0]                      # [n, rows, inner]
     if fp8:   # the cast of the left panel that feeds the FP8 AMP
-        a = cast_activation(a)
+        a = cast_activation(a, ctx.scale)
     w = ws[0][:, 0]                       # [n, inner, cols]
-    y = _matmul(a, w, ctx, ctx.partials == "f16" and not fp32_out)
+    y = _matmul(a, w, ctx, *_fp16_sums(ctx, fp8 or fp8_amp, fp32_out))
     if len(ws) > 1 and ws[1] is not None:
         y = y + ws[1][:, 0, 0][:, None, :]
     return y[:, None]
 
 
-def scores(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+def scores(ins: list[np.ndarray], ws: list, ctx: KernelContext, fp8: bool = False,
+           fp32_out: bool = False) -> np.ndarray:
     q, k = ins[0][:, 0], ins[1][:, 0]     # [n, rows, hd], [n, tokens, hd]
-    return _matmul(q, np.swapaxes(k, 1, 2), ctx, ctx.partials == "f16")[:, None]
+    if fp8:   # the FP8 AMP reads F143 casts of both operands (identity on operands stored as F143: early casts)
+        q, k = cast_activation(q, ctx.scale), cast_activation(k, ctx.scale)
+    return _matmul(q, np.swapaxes(k, 1, 2), ctx, *_fp16_sums(ctx, fp8, fp32_out))[:, None]
 
 
-def values(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
+def values(ins: list[np.ndarray], ws: list, ctx: KernelContext, fp8: bool = False,
+           fp32_out: bool = False) -> np.ndarray:
     p, v = ins[0][:, 0], ins[1][:, 0]     # [n, rows, tokens], [n, tokens, hd]
-    return _matmul(p, v, ctx, ctx.partials == "f16")[:, None]
+    if fp8:
+        p, v = cast_activation(p, ctx.scale), cast_activation(v, ctx.scale)
+    return _matmul(p, v, ctx, *_fp16_sums(ctx, fp8, fp32_out))[:, None]
 
 
 def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
@@ -118,10 +144,14 @@ RULES: dict[str, Rule] = {
     "linear_f16_p32": lambda i, w, c: linear(i, w, c, fp32_out=True),
     "linear_f8": lambda i, w, c: linear(i, w, c, fp32_out=False, fp8=True),
     "linear_f8_p32": lambda i, w, c: linear(i, w, c, fp32_out=True, fp8=True),
-    "linear_f8_codes": lambda i, w, c: linear(i, w, c, fp32_out=False),       # F143 left operand: no cast
-    "linear_f8_codes_p32": lambda i, w, c: linear(i, w, c, fp32_out=True),
+    "linear_f8_codes": lambda i, w, c: linear(i, w, c, fp32_out=False, fp8_amp=True),  # F143 left: no cast
+    "linear_f8_codes_p32": lambda i, w, c: linear(i, w, c, fp32_out=True, fp8_amp=True),
     "scores": scores,
     "values": values,
+    "scores_f8": lambda i, w, c: scores(i, w, c, fp8=True),
+    "values_f8": lambda i, w, c: values(i, w, c, fp8=True),
+    "scores_f8_p32": lambda i, w, c: scores(i, w, c, fp8=True, fp32_out=True),
+    "values_f8_p32": lambda i, w, c: values(i, w, c, fp8=True, fp32_out=True),
     "reduce": reduce,
     "layernorm": layernorm,
     "gelu": gelu,
@@ -174,5 +204,6 @@ def rule_name(kernel: str, op_rule: str, has_weights: bool, left_f143: bool = Fa
         if has_weights:
             name = "linear_" + kernel.removeprefix("amp_matmul_")
             return name.replace("linear_f8", "linear_f8_codes", 1) if left_f143 else name
-        return op_rule   # scores or values
+        fp8 = kernel.startswith("amp_matmul_f8")   # an FP8 attention product: both operands cast to F143
+        return op_rule + ("_f8" if fp8 else "") + ("_p32" if fp8 and kernel.endswith("_p32") else "")
     return kernel

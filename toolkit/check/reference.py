@@ -1,13 +1,24 @@
 """Seeded test data and the float64 numpy reference forward pass of a graph.
 
-Data (one seeded ``numpy.random.Generator``, tensors drawn in tensor-id order):
+Data (one seeded ``numpy.random.Generator``, tensors drawn in tensor-id order), as
+``ipu-stack``'s hardware check draws it (``crates/ipu-tests/src/diagnostic.rs``,
+``prepare_inputs``; docs/FP8.md: one explicit scale, -4, for both operands of
+every FP8 GEMM):
 
-- the graph input: standard Gaussian, rounded to FP16 (as it is stored);
+- the graph input: Gaussian with standard deviation :data:`INPUT_STD` (0.25,
+  the hardware check's host inputs), rounded to FP16 (as it is stored);
 - matmul weights (``[inner, cols]``): Gaussian with standard deviation
-  ``1 / sqrt(inner)`` (fan-in scaling keeps activations O(1) through FP16),
-  quantized to the tensor's dtype: FP8 F143 (or F152) codes with ``scale``
-  (value = q * 2**scale), or FP16;
+  ``1 / sqrt(inner)`` (the hardware check's fan-in scaling), quantized to the
+  tensor's dtype: FP8 F143 (or F152) codes with ``scale`` (value = q *
+  2**scale), or FP16;
 - LayerNorm gamma ``1 + 0.1 N(0, 1)``, beta and biases ``0.1 N(0, 1)``, FP16.
+  (The hardware's benchmark graphs have neither; its ViT check uses gamma 1
+  and biases ``1e-6 N(0, 1)``, ``vit.rs``. Ours keep every element distinct so
+  a misplaced parameter shows.)
+
+FP8 matmuls read their left operand cast to F143 at the activation scale,
+which is the weights' ``scale`` unless the check is given another (the
+hardware's GEMMs use one scale for both operands).
 
 Weights of a repeated block are drawn once per instance. The reference uses
 exactly the stored values (decoded codes), computes each op in float64 from
@@ -43,9 +54,10 @@ from toolkit.graph import Graph
 from toolkit.numerics import decode, encode, quantize
 
 LN_EPS = 1e-6
-#: FP8 matmuls read their left operand cast to F143 at this scale (activations are O(1): LayerNorm and GELU outputs)
+#: FP8 matmuls read their left operand cast to F143 (at the activation scale the check is given)
 ACTIVATION_FORMAT = "f143"
-ACTIVATION_SCALE = 0
+#: standard deviation of the graph input (ipu-stack's hardware check: host inputs are Gaussian x 0.25)
+INPUT_STD = 0.25
 GELU_C = float(np.sqrt(2.0 / np.pi))
 FP8 = {"f8_143": "f143", "f8_152": "f152"}
 #: every FP16 value, by bit pattern: an elementwise rule of FP16 operands is a table over these
@@ -77,19 +89,25 @@ def _table(fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarra
     return _TABLES[key]
 
 
-def f143_of_f16(half: np.ndarray) -> np.ndarray:
-    """FP16 values rounded to F143 at ACTIVATION_SCALE, as float64: the stored-value reference's cast."""
-    return _table(_cast, np.dtype(np.float64))[half.view(np.uint16)]
+def f143_of_f16(half: np.ndarray, scale: int) -> np.ndarray:
+    """FP16 values rounded to F143 at ``scale``, as float64: the stored-value reference's cast."""
+    return _table(_cast(scale), np.dtype(np.float64))[half.view(np.uint16)]
 
 
-def cast_activation(x: np.ndarray) -> np.ndarray:
-    """``x`` rounded to F143 at ACTIVATION_SCALE, same dtype (float32 or float64); a table lookup for
+def cast_activation(x: np.ndarray, scale: int) -> np.ndarray:
+    """``x`` rounded to F143 at ``scale``, same dtype (float32 or float64); a table lookup for
     FP16 values (:func:`on_f16`); :mod:`toolkit.numerics` owns the rounding."""
-    return on_f16(_cast, x)
+    return on_f16(_cast(scale), x)
 
 
-def _cast(x: np.ndarray) -> np.ndarray:
-    return quantize(x, ACTIVATION_FORMAT, ACTIVATION_SCALE)
+_CASTS: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
+
+
+def _cast(scale: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The cast to F143 at ``scale`` as one function per scale (the tables of :func:`on_f16` key on it)."""
+    if scale not in _CASTS:
+        _CASTS[scale] = lambda x: quantize(x, ACTIVATION_FORMAT, scale)
+    return _CASTS[scale]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,8 +140,8 @@ def tensor3(shape: list[int]) -> tuple[int, int, int]:
     return tuple(int(s) for s in shape[-3:])  # type: ignore[return-value]
 
 
-def make_data(graph: Graph, seed: int, scale: int) -> Data:
-    """Seeded input and weights of ``graph`` (see the module doc)."""
+def make_data(graph: Graph, seed: int, scale: int, input_std: float = INPUT_STD) -> Data:
+    """Seeded input and weights of ``graph`` (see the module doc); ``input_std``: the input's spread."""
     rng = np.random.default_rng(seed)
     reps = dict(zip(graph.repeats["block"].to_list(), graph.repeats["instances"].to_list(), strict=True))
     weight_kind = _weight_kinds(graph)
@@ -143,6 +161,8 @@ def make_data(graph: Graph, seed: int, scale: int) -> Data:
             gauss = 1.0 + 0.1 * gauss
         elif kind in ("beta", "bias"):
             gauss = 0.1 * gauss
+        else:
+            gauss = input_std * gauss
         if t["dtype"] in FP8:
             codes = encode(gauss, FP8[t["dtype"]], scale)
             raw[tid] = codes
@@ -173,15 +193,19 @@ def _weight_kinds(graph: Graph) -> dict[int, str]:
 
 
 # -- the reference forward pass ------------------------------------------------
-def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only: bool = False) -> Reference:
+def run_reference(graph: Graph, data: Data, *, scale: int, stored: bool = True,
+                  outputs_only: bool = False) -> Reference:
     """One forward pass over every instance: what the check keeps of it (:class:`Reference`).
 
-    ``stored`` (the default) is
-    the op-by-op semantics of the program: every result rounded to its storage
-    type, FP8 matmuls reading F143 casts of their left operand. ``stored=False``
-    is the exact model the numerics are measured against (as a hardware check
-    compares with an FP32 model): float64 from the stored weights and input,
-    nothing else rounded. ``outputs_only`` keeps just the graph outputs (no scales).
+    ``stored`` (the default) is the op-by-op semantics of the program, and the
+    host reference of ``ipu-stack``'s hardware check (``diagnostic.rs``,
+    ``evaluate``: every result rounded to its storage precision, both operands
+    of an FP8 GEMM rounded to F143 at the GEMM's scale, arithmetic in FP32;
+    here float64): every result rounded to its storage type, FP8 matmuls
+    reading F143 casts (at ``scale``) of their left operand. ``stored=False`` is
+    the exact model (the hardware's ``--reference-fp32``): float64 from the
+    stored weights and input, nothing else rounded. ``outputs_only`` keeps just
+    the graph outputs (no scales).
     """
     shapes = {t: tensor3(s) for t, s in zip(graph.tensors["tensor_id"].to_list(),
                                             graph.tensors["shape"].to_list(), strict=True)}
@@ -215,11 +239,11 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only
         for k in ks:
             op = ops[k]
             out = op["output"]
-            y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset())
+            y = _forward(op, cur, roles, shapes, p, fp8 if stored else frozenset(), scale, stored)
             if stored and dtypes[out] == "f16":   # as the program stores it (in place: no second large buffer)
                 np.copyto(y, y.astype(np.float16))
-            elif stored and dtypes[out] in FP8:   # an early cast: F143 codes for FP8 matmuls
-                y = f143_of_f16(y.astype(np.float16))
+            elif stored and dtypes[out] in FP8:   # an early cast: F143 codes for FP8 matmuls, rounded once from
+                y = quantize(y, ACTIVATION_FORMAT, scale)   # the result (as the kernel and the hardware's host do)
             cur[out] = y
             if not outputs_only:
                 scales[(out, inst)] = float(max(y.max(), -y.min()))
@@ -234,7 +258,9 @@ def run_reference(graph: Graph, data: Data, *, stored: bool = True, outputs_only
 
 
 def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p: dict,
-             fp8: set[int] = frozenset()) -> np.ndarray:
+             fp8: set[int] = frozenset(), scale: int = 0, products: bool = False) -> np.ndarray:
+    """One op from the values in ``cur``; ``fp8``: the FP8 weights (their matmuls cast the left operand),
+    ``products``: cast the operands of FP8 attention products (graph params ``qk_dtype`` / ``pv_dtype``)."""
     ins = list(op["inputs"])
     acts = [cur[t][0] for t in ins if roles[t] != "weight"]
     wts = [cur[t][0] for t in ins if roles[t] == "weight"]
@@ -244,15 +270,19 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
         w_id = next(t for t in ins if roles[t] == "weight")
         a = acts[0]
         if w_id in fp8:   # the FP8 AMP reads F143 inputs cast from the FP16 value the program stores
-            a = f143_of_f16(a.astype(np.float16))
+            a = f143_of_f16(a.astype(np.float16), scale)
         y = a @ wts[0] + (wts[1][0] if len(wts) > 1 else 0.0)
         return y[None]
     if op["rule"] == "scores":
         q, k = _heads(op, cur, p, ("q", "k"))
+        if products and p.get("qk_dtype", "f16") != "f16":   # an FP8 product: both operands cast to F143
+            q, k = f143_of_f16(q.astype(np.float16), scale), f143_of_f16(k.astype(np.float16), scale)
         return np.matmul(q, np.swapaxes(k, 2, 3)).reshape(-1, q.shape[2], k.shape[2])
     if op["rule"] == "values":
         probs = cur[ins[0]]
         (v,) = _heads(op, cur, p, ("v",))
+        if products and p.get("pv_dtype", "f16") != "f16":
+            probs, v = f143_of_f16(probs.astype(np.float16), scale), f143_of_f16(v.astype(np.float16), scale)
         b, h, t, d = v.shape
         q = int(op["rows"])   # query rows per image (keys: t)
         o = np.matmul(probs.reshape(b, h, q, t), v)

@@ -27,7 +27,7 @@ import polars as pl
 
 from toolkit.check.kernels import RULES, KernelContext, rule_name
 from toolkit.check.rects import BITS
-from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, FP8
+from toolkit.check.reference import ACTIVATION_FORMAT, FP8
 from toolkit.check.sram import Sram, check_runs, copy_runs, rect_runs
 from toolkit.numerics import decode, encode
 
@@ -51,7 +51,7 @@ class Tables:
     orect: np.ndarray          # [n_obj, 6] g0 g1 r0 r1 c0 c1
     obytes: np.ndarray         # element bytes per object
     otensor: np.ndarray
-    ocast: np.ndarray          # holds F143 codes at ACTIVATION_SCALE (an early-cast activation)
+    ocast: np.ndarray          # holds F143 codes at the activation scale (an early-cast activation)
     phase_cmds: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -117,7 +117,7 @@ def build_tables(schedule, graph) -> Tables:
     obytes[has] = np.maximum(1, size[has] // elems[has])
     otensor = np.full(n_obj, -1, dtype=np.int64)
     otensor[objs["object_id"].to_numpy()] = objs["tensor_id"].fill_null(-1).to_numpy()
-    # early-cast activations: F143 codes at ACTIVATION_SCALE, what an FP8 AMP reads without a cast
+    # early-cast activations: F143 codes at the activation scale, what an FP8 AMP reads without a cast
     early = graph.tensors.filter((pl.col("role") != "weight") & (pl.col("dtype").replace_strict(
         FP8, default="") == ACTIVATION_FORMAT))["tensor_id"].to_numpy()
     ocast = (obytes == 1) & np.isin(otensor, early)
@@ -229,25 +229,25 @@ def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt:
                 scale: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """(element bits ``[n, elements]``, float32 values ``[n, G, R, C]``) of objects of one shape at flat ``start``.
 
-    FP8 codes decode in their tensor's format at its scale (weights at the check's weight scale, activations
-    at ACTIVATION_SCALE).
+    FP8 codes decode in their tensor's format at its scale (``scale``: weights at the check's weight scale,
+    activations at its activation scale).
     """
     bits = read_bits(sram, t, objs, start)
     tensor = int(t.otensor[objs[0]])
-    vals = element_values(bits, fmt.get(tensor, "f143"), scale.get(tensor, ACTIVATION_SCALE))
+    vals = element_values(bits, fmt.get(tensor, "f143"), scale[tensor])
     return bits, vals.reshape(len(objs), *t.odims[objs[0]])
 
 
 def write_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray,
-                 values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Round ``values`` to the objects' element type and write them; returns (the element bits written
-    ``[n, elements]``, what they hold as float32)."""
+                 values: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Round ``values`` to the objects' element type (F143 at the activation ``scale`` for one-byte objects) and
+    write them; returns (the element bits written ``[n, elements]``, what they hold as float32)."""
     eb = int(t.obytes[objs[0]])
     if eb == 1:   # an early cast: F143 codes for FP8 matmuls
-        codes = encode(values, ACTIVATION_FORMAT, ACTIVATION_SCALE).reshape(len(objs), -1)
+        codes = encode(values, ACTIVATION_FORMAT, scale).reshape(len(objs), -1)
         check_runs(sram, start, np.full(len(start), codes.shape[1]), "kernel output")
         sram.write(start, codes)
-        return codes, decode(codes, ACTIVATION_FORMAT, ACTIVATION_SCALE).reshape(values.shape)
+        return codes, decode(codes, ACTIVATION_FORMAT, scale).reshape(values.shape)
     stored = values.astype(np.float16) if eb == 2 else values.astype(np.float32)
     bits = stored.reshape(len(objs), -1).view(BITS[eb])
     check_runs(sram, start, np.full(len(start), bits[0].nbytes), "kernel output")
@@ -265,8 +265,8 @@ def run_copies(p: ComputePlan, sram: Sram, shift: np.ndarray | int = 0) -> None:
     copy_runs(buf, dpos, sram.flat, dflat, dlen)
 
 
-def context(graph, partials: str) -> KernelContext:
-    return KernelContext(head_dim=int(graph.params.get("head_dim") or 1), partials=partials)
+def context(graph, partials: str, scale: int) -> KernelContext:
+    return KernelContext(head_dim=int(graph.params.get("head_dim") or 1), partials=partials, scale=scale)
 
 
 def formats(graph) -> dict[int, str]:

@@ -24,7 +24,7 @@ import polars as pl
 from toolkit.check.exchange import exchange_rows, instance_shift, plan_exchange, run_exchange
 from toolkit.check.kernels import one_blas_thread
 from toolkit.check.rects import BITS, UNWRITTEN, by_shape, byte_args, gather, has_nan, rect_origins, same_bytes, scatter
-from toolkit.check.reference import ACTIVATION_FORMAT, ACTIVATION_SCALE, Reference
+from toolkit.check.reference import ACTIVATION_FORMAT, Reference
 from toolkit.check.run import (
     Group,
     Tables,
@@ -75,7 +75,8 @@ class Runner:
     """Runs the expanded program, comparing operands as they are read and results as they are written."""
 
     def __init__(self, c, sram: Sram, t: Tables, ref: Reference, raw: dict[int, np.ndarray], scale: int,
-                 partials: str, tolerance: float, exact: Reference | None = None) -> None:
+                 partials: str, tolerance: float, exact: Reference | None = None,
+                 activation_scale: int | None = None) -> None:
         self.c, self.sram, self.t, self.ref = c, sram, t, ref
         self.exact = ref if exact is None else exact
         # the seeded data as stored (FP8 codes, FP16), [instances, G, R, C], as element bits
@@ -83,9 +84,10 @@ class Runner:
         # inner-split ops: their AMP commands write partial sums (no reference tensor); their reduce writes the output
         self.split_ops = set(np.unique(t.op_id[t.kernel == "reduce"]).tolist())
         self.scale, self.tol = scale, tolerance
+        self.act_scale = scale if activation_scale is None else activation_scale
         roles_ = dict(zip(c.graph.tensors["tensor_id"].to_list(), c.graph.tensors["role"].to_list(), strict=True))
         # FP8 codes decode at the weights' scale for weights, at the activation scale for early-cast activations
-        self.fp8_scales = {t: (scale if r == "weight" else ACTIVATION_SCALE) for t, r in roles_.items()}
+        self.fp8_scales = {t: (scale if r == "weight" else self.act_scale) for t, r in roles_.items()}
         # the element bits of every activation tensor instance as its producing kernels wrote them (UNWRITTEN: not
         # written), from the first write to the last phase that reads it
         self.state: dict[tuple[int, int], np.ndarray] = {}
@@ -96,8 +98,8 @@ class Runner:
         # results of the ops before the repeated region (its prologue): one instance, read as instance 0
         first_op = int(reps["first_op"].min()) if reps.height else 0
         self.prologue = set(g.ops.filter(pl.col("op_id") < first_op)["output"].to_list())
-        self.ctx = context(g, partials)
-        self.ctx64 = context(g, "f32")   # the local reference: the same rule in float64, FP32 accumulation
+        self.ctx = context(g, partials, self.act_scale)
+        self.ctx64 = context(g, "f32", self.act_scale)   # the local reference: the same rule in float64, FP32 sums
         self.fmt = formats(g)
         self.op_name = dict(zip(g.ops["op_id"].to_list(), g.ops["name"].to_list(), strict=True))
         self.op_rule = dict(zip(g.ops["op_id"].to_list(), g.ops["rule"].to_list(), strict=True))
@@ -215,18 +217,18 @@ class Runner:
             self._compare_read(bits, v, o, int(t.otensor[o[0]]), inst, g, f"weight{j + 1}", phase, 0)
             ws.append(v)
         y = run_rule(g, ins, ws, self.ctx)
-        writes_tensor = not ((g.rule.startswith("linear") or g.rule == "values") and g.op_id in self.split_ops)
+        writes_tensor = not (g.rule.startswith(("linear", "values")) and g.op_id in self.split_ops)
         local = None
         if writes_tensor:   # what the kernel should write given what it read: float64, rounded as stored
             y64 = run_rule(g, [v.astype(np.float64) for v in ins], [v.astype(np.float64) for v in ws], self.ctx64)
             eb = int(t.obytes[g.out[0]])
             if eb == 1:   # stored as F143 (an early cast for FP8 matmuls)
-                local = quantize(y64, ACTIVATION_FORMAT, ACTIVATION_SCALE).astype(np.float32)
+                local = quantize(y64, ACTIVATION_FORMAT, self.act_scale).astype(np.float32)
             else:
                 local = y64.astype(np.float16 if eb == 2 else np.float32).astype(np.float32)
             del y64
         del ins, ws
-        bits, stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y)
+        bits, stored = write_values(sram, t, g.out, sram.start(g.out) + g.out_off, y, self.act_scale)
         if writes_tensor:
             tensor = self.op_out[g.op_id]
             # an F143 output may round one code away from the float64 rule at a rounding boundary: one F143 step
@@ -290,7 +292,7 @@ class Runner:
         off = np.nonzero(~ok)[0]
         if len(off):   # the value comparison, on the objects whose bits differ
             expected = element_values(gather(self.t, objs[off], src, dims), self.fmt.get(tensor, "f143"),
-                                      self.fp8_scales.get(tensor, ACTIVATION_SCALE))
+                                      self.fp8_scales[tensor])
             werr[off], bad[off], worst[off] = _errors(got.reshape(n, n_el)[off], expected.reshape(len(off), n_el), 0.0)
         self._emit(objs, tensor, inst, g, operand, phase, offset, n_el, 0.0, werr, bad, worst)
 
@@ -363,13 +365,13 @@ class Runner:
             written = self.state.get((tensor, inst))                         # what the last kernels wrote
             if written is not None:
                 written = element_values(written, self.fmt.get(tensor, "f143"),
-                                         self.fp8_scales.get(tensor, ACTIVATION_SCALE)).reshape(written.shape)
+                                         self.fp8_scales[tensor]).reshape(written.shape)
             kept = np.abs(got_full - written) if written is not None else err
             kept[np.isnan(kept)] = np.inf
-            e_scale = float(np.abs(exact).max())
+            e_scale = float(np.abs(expected_full).max())
             rows.append({"tensor_id": tensor, "tensor": self.tname[tensor], "elements": err.size,
-                         "max_abs_error": float(num.max()), "max_rel_error": float(num.max()) / max(e_scale, 1e-30),
-                         "max_abs_deviation": float(err.max()), "max_abs_expected": e_scale, "tolerance": 0.0,
+                         "max_abs_error": float(err.max()), "max_rel_error": float(err.max()) / max(e_scale, 1e-30),
+                         "max_abs_error_exact": float(num.max()), "max_abs_expected": e_scale, "tolerance": 0.0,
                          "mismatches": int((kept > 0).sum())})
             if written is not None:   # the worst elements: where the output differs from what was written, else
                 err = np.where(kept > 0, np.inf, err)   # where it is furthest from the op-by-op reference

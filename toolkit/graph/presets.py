@@ -52,10 +52,10 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import ModelError
-from toolkit.graph.builders import attention_block, encoder_layer, mlp_block, repeat
+from toolkit.graph.builders import Products, attention_block, encoder_layer, mlp_block, repeat
 from toolkit.graph.ir import DType, Graph
 from toolkit.graph.vit import SO400M_IMAGE, SO400M_PATCH, vit_model
-from toolkit.options import WEIGHT_DTYPES
+from toolkit.options import PRODUCT_CASTS, PRODUCT_DTYPES, WEIGHT_DTYPES
 from toolkit.tables import WORKLOADS_SCHEMA, frame
 
 KINDS = ("mlp", "attention", "encoder", "vit")
@@ -95,6 +95,10 @@ class Workload:
     host_layout: bool = False        # the host writes the input in its first consumer's operand layout (no gather)
     image: int | None = None         # vit: image side in pixels (None: 378, the So400m/14 384 model's usable region)
     patch: int | None = None         # vit: patch side in pixels (None: 14); tokens = (image / patch) ** 2
+    qk_dtype: str = "f16"            # attention products' operands (toolkit.options.PRODUCT_DTYPES) and casts
+    qk_cast: str = "late"
+    pv_dtype: str = "f16"
+    pv_cast: str = "late"
     description: str = ""
 
 
@@ -176,6 +180,7 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
         raise ModelError(msg, field="weight_dtype", value=w.weight_dtype)
     wd = DType(w.weight_dtype)
     switches = _switches(w)
+    products = _products(w)
     if w.kind == "mlp":
         if w.hidden is None:
             raise ModelError(f"workload {w.name!r} (mlp) needs hidden", field="hidden", value=None)
@@ -184,18 +189,19 @@ def build_graph(workload: str | Workload, *, batch: int | None = None, blocks: i
     elif w.kind == "attention":
         g = attention_block(tokens=w.tokens, width=w.width, heads=_need(w, "heads"), batch=w.batch,
                             fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd, early_casts=w.early_casts,
-                            **switches)
+                            products=products, **switches)
     elif w.kind == "vit":   # the whole model: its encoder layers are its own repeated region
         g = vit_model(width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"), batch=w.batch,
                       blocks=w.blocks, head_dim=w.head_dim, fused_qkv=w.fused_qkv, weight_dtype=wd,
-                      early_casts=w.early_casts, image=w.image or SO400M_IMAGE, patch=w.patch or SO400M_PATCH)
+                      early_casts=w.early_casts, image=w.image or SO400M_IMAGE, patch=w.patch or SO400M_PATCH,
+                      products=products)
         if g.params["tokens"] != w.tokens:
             msg = f"tokens={w.tokens} disagrees with the {g.params['tokens']} patches of workload {w.name!r}"
             raise ModelError(msg, field="tokens", value=w.tokens)
     else:
         g = encoder_layer(tokens=w.tokens, width=w.width, hidden=_need(w, "hidden"), heads=_need(w, "heads"),
                           batch=w.batch, fused_qkv=w.fused_qkv, head_dim=w.head_dim, weight_dtype=wd,
-                          early_casts=w.early_casts, **switches)
+                          early_casts=w.early_casts, products=products, **switches)
     if not isinstance(w.blocks, int) or isinstance(w.blocks, bool) or w.blocks <= 0:
         msg = f"blocks={w.blocks!r} must be a positive integer"
         raise ModelError(msg, field="blocks", value=w.blocks)
@@ -218,6 +224,16 @@ def _switches(w: Workload) -> dict[str, bool]:
                    f"(its switches: {', '.join(own) or 'none'})")
             raise ModelError(msg, field=name, value=value)
     return {name: getattr(w, name) for name in own}
+
+
+def _products(w: Workload) -> Products:
+    """The attention products' precision and cast placement of ``w``, each refused by name when unknown."""
+    for name, legal in (("qk_dtype", PRODUCT_DTYPES), ("qk_cast", PRODUCT_CASTS), ("pv_dtype", PRODUCT_DTYPES),
+                        ("pv_cast", PRODUCT_CASTS)):
+        if getattr(w, name) not in legal:
+            msg = f"{name}={getattr(w, name)!r} is not legal for the attention products; use one of {legal}"
+            raise ModelError(msg, field=name, value=getattr(w, name))
+    return Products(qk_dtype=w.qk_dtype, qk_cast=w.qk_cast, pv_dtype=w.pv_dtype, pv_cast=w.pv_cast)
 
 
 def _need(w: Workload, field_name: str) -> int:

@@ -48,7 +48,7 @@ What the graph holds, and where each fact comes from (``osmarks/ipu-stack``):
 from __future__ import annotations
 
 from toolkit.errors import ModelError
-from toolkit.graph.builders import _heads, _positive, add_attention, add_layernorm, add_linear, add_mlp
+from toolkit.graph.builders import Products, _heads, _positive, add_attention, add_layernorm, add_linear, add_mlp
 from toolkit.graph.ir import DType, Graph, GraphBuilder, OpKind, Role
 
 #: So400m/14 at 384 x 384 (``docs/SIGLIP_VIT_BENCHMARK.md``): the usable 378-pixel region, 14-pixel patches
@@ -57,7 +57,8 @@ SO400M_IMAGE, SO400M_PATCH, CHANNELS = 378, 14, 3
 
 def vit_model(*, width: int, hidden: int, heads: int, image: int = SO400M_IMAGE, patch: int = SO400M_PATCH,
               channels: int = CHANNELS, batch: int = 1, blocks: int = 27, head_dim: int | None = None,
-              fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, early_casts: bool = True) -> Graph:
+              fused_qkv: bool = False, weight_dtype: DType = DType.F8_143, early_casts: bool = True,
+              products: Products | None = None) -> Graph:
     """Patch embedding, position embedding, ``blocks`` repeated encoder layers, final LayerNorm, MAP head.
 
     The encoder layers are one symbolic repeated region (``graph.repeats``:
@@ -74,6 +75,8 @@ def vit_model(*, width: int, hidden: int, heads: int, image: int = SO400M_IMAGE,
     patch_width = patch * patch * channels
     params = {"kind": "vit", "tokens": tokens, "width": width, "hidden": hidden, "heads": heads, "head_dim": hd,
               "batch": batch, "blocks": blocks, "fused_qkv": fused_qkv, "image": image, "patch": patch}
+    products = products or Products()
+    params.update(products.params())
     b = GraphBuilder("vit")
     pixels = b.tensor("patches", (rows, patch_width), DType.F16, Role.INPUT, host_layout=True)
     e = add_linear(b, pixels, "embed", rows, patch_width, width, weight_dtype)
@@ -84,14 +87,14 @@ def vit_model(*, width: int, hidden: int, heads: int, image: int = SO400M_IMAGE,
               "early_casts": early_casts}
 
     def layer(b: GraphBuilder, x: int) -> int:
-        a = add_attention(b, x, tokens=tokens, fused_qkv=fused_qkv, **common)
+        a = add_attention(b, x, tokens=tokens, fused_qkv=fused_qkv, products=products, **common)
         return add_mlp(b, a, tokens=tokens, hidden=hidden, **{k: v for k, v in common.items() if k != "heads"})
 
     x = b.repeat_region("layer", blocks, x, layer)
     x = add_layernorm(b, x, "final_ln", rows, width)
     probe = b.tensor("map.probe", (batch, width), DType.F16, Role.INPUT, host_layout=True)
     pooled = add_attention(b, probe, tokens=1, prefix="map.attn", layernorm=False, residual=False, context=x,
-                           context_tokens=tokens, fused_qkv=fused_qkv, **common)
+                           context_tokens=tokens, fused_qkv=fused_qkv, products=products, **common)
     out = add_mlp(b, pooled, tokens=1, hidden=hidden, prefix="map.mlp",
                   **{k: v for k, v in common.items() if k != "heads"})
     b.mark_output(out)

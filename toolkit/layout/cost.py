@@ -35,7 +35,8 @@ def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
 def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Target, *,
                weight_class: str | np.ndarray,
                dtype: str = "f16", partials: str = "f16", inner_block: int | None = None,
-               cast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               cast: bool = False, cast_right: bool = False,
+               out_cast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(cycles, calls, worker launches, cast cycles) of one AMP cell per row.
 
     One call covers the whole column panel and ``inner_block`` (None: all) of
@@ -43,7 +44,11 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
     (``costs.launch_cycles``). Worker launches = coefficient panels (one
     launch of the six workers per panel). ``cast``: the left panel arrives as
     FP16 and is cast to FP8 on the tile before the FP8 AMP reads it (the
-    ``cast`` rule on ``rows x inner x 2`` bytes), included in ``cycles``.
+    ``cast`` rule on ``rows x inner x 2`` bytes), included in ``cycles``;
+    ``cast_right`` likewise for the right panel (``inner x cols``: K or V of an
+    FP8 attention product cast late); ``out_cast``: the FP16 result is stored
+    as F143 (``rows x cols``: an FP8 product's operand cast early at its
+    producer, the Q/K/V projection).
     """
     rows, cols, inner = (np.asarray(a, dtype=np.int64) for a in (rows, cols, inner))
     ib = inner if inner_block is None else np.minimum(inner, inner_block)
@@ -56,6 +61,10 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
     cyc = full * per_full + np.where(rest > 0, per_rest, 0) + calls * target.costs.launch_cycles
     launches = full * amp_panels(cols, ib, dtype, target.costs) + amp_panels(cols, rest, dtype, target.costs)
     cast_cyc = cast_cycles(rows * inner, target) if cast else np.zeros_like(cyc)
+    if cast_right:
+        cast_cyc = cast_cyc + cast_cycles(inner * cols, target)
+    if out_cast:
+        cast_cyc = cast_cyc + cast_cycles(rows * cols, target)
     return cyc + cast_cyc, calls, launches, cast_cyc
 
 

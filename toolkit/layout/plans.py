@@ -85,6 +85,7 @@ class OpPlan:
     key: tuple = ()                  # the parameters this plan depends on (plans with equal keys are equal)
     precision: str = "f16"           # what the kernel's inputs are fed as (costs.PRECISION: f16 | f8)
     cast_input: bool = False         # an FP8 matmul casting its FP16 left panel on the tile (a late cast)
+    cast_right: bool = False         # an FP8 attention product casting its FP16 right panel (K or V) on the tile
     out_cast: bool = False           # an elementwise op storing F143 for FP8 matmuls (an early cast)
     coefficient: int | None = None   # need key of an attention product's AMP coefficient operand held in the
                                      # layout's weight class (grid plans: K for scores, V for values)
@@ -284,6 +285,22 @@ def _stream_plan(op: dict, tensors: dict, acts: list[int], wts: list[int], strea
                   weight_slots=slots, output=stream)
 
 
+def _with_casts(plan: OpPlan, op: dict, acts: list[int], tensors: dict, params: dict, key: tuple) -> OpPlan:
+    """``plan`` with its precision and casts: an FP8 attention product (graph params ``qk_dtype`` /
+    ``pv_dtype``) runs on the FP8 AMP; an FP8 matmul casts an FP16 left panel (and an attention product an FP16
+    right panel) on the tile; a result stored as F143 is cast by its producer (an AMP's when it writes the
+    result itself, not partials)."""
+    product = {"scores": "qk_dtype", "values": "pv_dtype"}.get(op["rule"])
+    if product is not None and PRECISION[params.get(product) or "f16"] == "f8":
+        plan = OpPlan(**{**_fields(plan), "kernel": plan.kernel.replace("_f16", "_f8", 1), "precision": "f8"})
+    fp8 = plan.precision == "f8"
+    return OpPlan(**{**_fields(plan), "key": key,
+                     "cast_input": fp8 and tensors[acts[0]]["dtype"] == "f16",
+                     "cast_right": product is not None and fp8 and tensors[acts[-1]]["dtype"] == "f16",
+                     "out_cast": tensors[op["output"]]["dtype"] in ("f8_143", "f8_152")
+                     and (not plan.kernel.startswith("amp") or plan.partials is None)})
+
+
 def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: LayoutParams, tiles: int,
                cache: dict | None = None) -> list[OpPlan]:
     """One OpPlan per op, in op order. ``params`` are the graph's workload parameters.
@@ -397,10 +414,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                                   ch["g1"] - ch["g0"]], -1)
             plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="elementwise", kernel=kind,
                           cell_tiles=lay.tiles.ravel(), cell_shape=shape_arr, needs={acts[0]: lay}, output=lay)
-        fp8_out = tensors[out]["dtype"] in ("f8_143", "f8_152")
-        plan = OpPlan(**{**_fields(plan), "key": key,
-                         "cast_input": plan.precision == "f8" and tensors[acts[0]]["dtype"] == "f16",
-                         "out_cast": fp8_out and not plan.kernel.startswith("amp")})
+        plan = _with_casts(plan, op, acts, tensors, params, key)
         cache[(op["op_id"], key)] = plan
         layout_of[out] = plan.output
         plans.append(_with_inputs(plan, fresh, tensors, layout_of))

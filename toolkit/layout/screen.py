@@ -291,7 +291,8 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
             wc = (plan.weight_class or cls) if plan.rule == "linear" or plan.coefficient is not None else "standard"
             cyc, _, calls, _ = amp_cycles(k_rows, k_cols, sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
-                                          inner_block=p.inner_block, cast=plan.cast_input)
+                                          inner_block=p.inner_block, cast=plan.cast_input,
+                                          cast_right=plan.cast_right, out_cast=plan.out_cast)
             per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)
             compute[cls] = int(per.max(axis=1).sum())
         calls = calls * sh[:, 3]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from toolkit.errors import InfeasibleError, ToolkitWarning
+from toolkit.errors import InfeasibleError, ModelError, ToolkitWarning
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
@@ -247,7 +247,11 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
         else:
             fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
             fields.setdefault("name", graph.name)
-            out[f] = build_graph(Workload(**{**fields, "fused_qkv": f}))
+            try:
+                out[f] = build_graph(Workload(**{**fields, "fused_qkv": f}))
+            except ModelError:   # a form the graph cannot take (mixed early casts of fused QKV): searched only
+                if options.fused_qkv is not None:
+                    raise
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolkit.layout.cost import PARTIAL_BYTES, reduce_cycles
+from toolkit.layout.cost import PARTIAL_BYTES, cast_cycles, reduce_cycles
 from toolkit.layout.plans import OpPlan
 from toolkit.layout.reduction import staged_moves
 from toolkit.schedule.program import Program
@@ -41,7 +41,8 @@ def reduce_scatter(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, par
     out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
     ch = red.chunks()   # each reducing cell sums one column slice of its panel
     rows, cols = (ch["r1"] - ch["r0"])[rslot], (ch["c1"] - ch["c0"])[rslot]
-    _sum(prog, plan, plan.cell_tiles[rcells], cphase, need_objs, out, rows, cols, plan.partials.counts[0], first=True)
+    _sum(prog, plan, plan.cell_tiles[rcells], cphase, need_objs, out, rows, cols, plan.partials.counts[0], first=True,
+         f8_out=prog.tensors[out_tensor]["dtype"] in ("f8_143", "f8_152"))
     return rcells, out
 
 
@@ -75,18 +76,22 @@ def _staged(prog: Program, plan: OpPlan, out_tensor: int, part_objs: np.ndarray,
         if out is None:
             out_slot = _slot_of_cell(plan.output, len(plan.cell_tiles))[rcells]
             out = prog.new_objects(plan.output, out_slot, out_tensor, "activation", cphase)
-        _sum(prog, plan, plan.cell_tiles[rcells], cphase, buf, out, rows, cols, count, first=e == 0)
+        _sum(prog, plan, plan.cell_tiles[rcells], cphase, buf, out, rows, cols, count, first=e == 0,
+             f8_out=prog.tensors[out_tensor]["dtype"] in ("f8_143", "f8_152"))
     return rcells, out
 
 
 def _sum(prog: Program, plan: OpPlan, tiles: np.ndarray, cphase: int, buf: np.ndarray, out: np.ndarray,
-         rows: np.ndarray, cols: np.ndarray, count, *, first: bool) -> None:
+         rows: np.ndarray, cols: np.ndarray, count, *, first: bool, f8_out: bool = False) -> None:
     """One reduction command per reducing slot: the buffer's partials (and the running sum after the first)."""
     inputs = np.asarray(count) + (0 if first else 1)
     cyc = reduce_cycles(rows * cols, inputs, prog.target, prog.params.partials)
+    # a result stored as F143 (an FP8 attention product's operand cast early at its projection): the reduction
+    # casts the sum it writes (priced on every epoch of a staged reduction)
+    cast = cast_cycles(rows * cols, prog.target) if f8_out else np.zeros_like(cyc)
     cmd = prog.commands.add(len(tiles), phase=cphase, tile=tiles, op_id=plan.op_id, kernel="reduce", rows=rows,
-                            cols=cols, inner=inputs, groups=1, calls=1, launches=1, est_cycles=cyc, dtype="f16",
-                            weight_class="", panels=0, cast_cycles=0)
+                            cols=cols, inner=inputs, groups=1, calls=1, launches=1, est_cycles=cyc + cast,
+                            dtype="f16", weight_class="", panels=0, cast_cycles=cast)
     prog.operands.add(len(tiles), command_id=cmd, object_id=buf, role="i", offset=0)
     if not first:
         prog.operands.add(len(tiles), command_id=cmd, object_id=out, role="i", offset=0)
