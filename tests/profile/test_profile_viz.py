@@ -41,10 +41,12 @@ def test_phase_bars_and_compare_chart() -> None:
     a, b = synthetic_profile(4, 13, seed=1), synthetic_profile(4, 13, seed=2)
     q = query(a, by="phase")
     spec = phase_bars(q).to_dict()
-    assert spec["encoding"]["x"]["field"] == "phase_cycles" and spec["encoding"]["y"]["title"] == "phase"
+    assert spec["encoding"]["x"]["field"] == "span_cycles" and spec["encoding"]["y"]["title"] == "phase"
     # phases are shown with what they are, in the query's numeric order
     shown = [f"{p} {lab}" for p, lab in zip(q["phase"], q["label"], strict=True)]
-    assert spec["encoding"]["y"]["sort"] == shown and spec["title"] == "cycles, first start to last end per phase"
+    assert spec["encoding"]["y"]["sort"] == shown
+    assert spec["title"] == "cycles, first start to last end (span) per phase"
+    assert phase_bars(query(a, by="kernel")).to_dict()["encoding"]["x"]["field"] == "busy_cycles"
     assert len(_values(spec)) == 5 and spec["width"] == 520
     spec = compare_chart(compare(a, b, by="phase", names=["base", "new"])).to_dict()
     rows = _values(spec)

@@ -70,13 +70,13 @@ def residuals(predicted: Profile | Crop, measured: Profile | Crop, by: str = "ke
 
     ``metric`` is a :func:`toolkit.profile.query` column: by default the summed
     sample cycles (``work_cycles``) for kernels and operations, the wall span
-    (``phase_cycles``) for phases. Both profiles are cropped as the hardware
+    (``span_cycles``) for phases. Both profiles are cropped as the hardware
     renderer crops them unless ``cropped=False``.
     """
     if by not in COMPARE_KEYS:
         msg = f"by={by!r} cannot align a prediction with a measurement; use one of {list(COMPARE_KEYS)}"
         raise OptionError(msg, field="by", value=by)
-    metric = metric or ("phase_cycles" if by == "phase" else "work_cycles")
+    metric = metric or ("span_cycles" if by == "phase" else "work_cycles")
     p, m = _crop(predicted, cropped), _crop(measured, cropped)
     both = compare(p, m, by=by, names=["predicted", "measured"], metric=metric, cropped=cropped)
     pred, meas = pl.col("predicted_cycles"), pl.col("measured_cycles")
