@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import InvalidIRError
 
 STEPS_SCHEMA = {
@@ -32,6 +33,9 @@ class TilePrograms:
 
     steps: pl.DataFrame     # STEPS_SCHEMA
     per_tile: pl.DataFrame  # PER_TILE_SCHEMA
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"steps": self.steps, "per_tile": self.per_tile}

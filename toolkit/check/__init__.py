@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.check.rects import BITS
 from toolkit.check.reference import Data, make_data, run_reference, tensor3
 from toolkit.check.run import Tables, build_tables
@@ -84,6 +85,9 @@ class CheckResult:
     seed: int
     scale: int
     tolerance: float
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"outputs": self.outputs, "worst": self.worst, "operands": self.operands}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
@@ -80,6 +81,9 @@ class LayoutResult:
     graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
     params: dict[int, LayoutParams] = field(default_factory=dict)   # the typed layout of every candidate id
     op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"candidates": self.candidates, "op_candidates": self.op_candidates}

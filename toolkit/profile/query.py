@@ -76,6 +76,9 @@ class Barriers:
     phases: pl.DataFrame  # BARRIER_SCHEMA
     waits: pl.DataFrame   # WAIT_SCHEMA
 
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
+
 
 def kernel_label() -> pl.Expr:
     """A sample's kernel, or its kind where it runs none (exchange, synchronization, idle), so no group is blank."""

@@ -49,6 +49,9 @@ class Residuals:
     predicted_cycles: int          # cropped cycles of the whole predicted profile
     measured_cycles: int
 
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
+
     def summary(self) -> pl.DataFrame:
         """One row: the whole-program cycles and ratio, and the per-group bias and rank agreement."""
         return pl.DataFrame({

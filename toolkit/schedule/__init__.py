@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.costs import KERNEL_SYMBOLS, phase_overhead_cycles
 from toolkit.graph import Graph
 from toolkit.layout.cost import tile_exchange_cycles
@@ -77,6 +78,9 @@ class Schedule:
     segments: pl.DataFrame
     repeats: pl.DataFrame
     relocations: pl.DataFrame
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {name: getattr(self, name) for name in self.__slots__}
