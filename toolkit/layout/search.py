@@ -178,7 +178,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
         pl.lit(False).alias("chosen"), pl.lit(False).alias("pareto"))
-    cand = cand.with_columns(_pareto(cand).alias("pareto"))
+    cand = cand.with_columns(pareto_front(cand).alias("pareto"))
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
     if feas.height == 0:
         raise _no_fit(cand, options)
@@ -326,7 +326,7 @@ def params_of(row: dict) -> LayoutParams:
                         stream_weights=row.get("stream_weights") or "resident")
 
 
-def _pareto(c: pl.DataFrame) -> pl.Series:
+def pareto_front(c: pl.DataFrame) -> pl.Series:
     """Feasible candidates not dominated in (est_cycles, peak_live_bytes): one sort and a running minimum."""
     ok = c["feasible"].fill_null(False).to_numpy()
     out = np.zeros(c.height, dtype=bool)

@@ -13,6 +13,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.layout.search import pareto_front
 from toolkit.viz.text import fit_title
 
 DEFAULT_MAX_ROWS = 20_000   # one point per candidate: the search screens about 5,000-10,000 layouts
@@ -42,6 +43,9 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
         raise OptionError(msg, field="row_block", value=row_block)
     drawn = cand.filter(pl.col("est_cycles").is_not_null() & pl.col("peak_live_bytes").is_not_null())
     _guard(drawn.height, max_rows, "pareto draws one point per estimated candidate")
+    # the front of what is drawn, computed here: a candidate added to a search's frame (a pinned layout) is on
+    # the front only if nothing drawn dominates it, and the front never keeps a point it dominates
+    drawn = drawn.with_columns(pareto_front(drawn).alias("pareto"))
     focus = pl.lit(True) if row_block is None else pl.col("row_block") == row_block
     data = drawn.with_columns(
         pl.when(pl.col("chosen")).then(pl.lit("chosen"))
@@ -56,8 +60,10 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
     low, high = drawn["est_cycles"].min(), drawn["est_cycles"].max()
     wide = low is not None and high is not None and low > 0 and high > 10 * low   # a decade or more: log axis
     x = alt.X("est_cycles:Q", title="screen estimate, cycles" + (" (log)" if wide else ""),
-              scale=alt.Scale(type="log", nice=False) if wide else alt.Scale(zero=False))
-    y = alt.Y("peak_live_bytes:Q", title="peak live bytes per tile", scale=alt.Scale(zero=False))
+              scale=alt.Scale(type="log", nice=False, padding=14) if wide else alt.Scale(zero=False, padding=14))
+    # padded scales: a point at the edge of the data (the chosen ring is 20 px across) is drawn whole
+    y = alt.Y("peak_live_bytes:Q", title="peak live bytes per tile (screen estimate)",
+              scale=alt.Scale(zero=False, padding=14))
     points = alt.Chart(data).mark_point(filled=True, size=45).encode(
         x=x, y=y,
         color=(alt.Color(f"{color}:O", title=color, scale=alt.Scale(scheme="viridis"))
@@ -151,7 +157,7 @@ def _guard(rows: int, max_rows: int, what: str) -> None:
 
 def _title(cand: pl.DataFrame, drawn: pl.DataFrame, picked: pl.DataFrame, row_block: int | None) -> list[str]:
     feasible = int(cand["feasible"].sum())
-    on_front = int(cand["pareto"].sum())
+    on_front = int(drawn["pareto"].sum())
     head = (f"{cand.height} candidates, {feasible} feasible, {on_front} on the Pareto front"
             + (f"; {cand.height - drawn.height} rejected before costing" if drawn.height < cand.height else ""))
     if picked.height == 0:
