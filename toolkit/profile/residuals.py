@@ -48,6 +48,8 @@ class Residuals:
     spearman: float | None         # rank correlation over matched groups (None below MIN_RANKED)
     predicted_cycles: int          # cropped cycles of the whole predicted profile
     measured_cycles: int
+    measured_source: str = "hardware"   # what the "measured" profile is (its Profile.source; a simulated stand-in
+                                        # is "simulated", and the views say so)
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
@@ -98,7 +100,8 @@ def residuals(predicted: Profile | Crop, measured: Profile | Crop, by: str = "ke
         by=by, metric=metric, frame=frame, matched=ok.height,
         only_predicted=frame.filter(meas.is_null()).height, only_measured=frame.filter(pred.is_null()).height,
         median_ratio=None if median is None else float(median), spearman=rank,
-        predicted_cycles=int(p.cropped_cycles), measured_cycles=int(m.cropped_cycles))
+        predicted_cycles=int(p.cropped_cycles), measured_cycles=int(m.cropped_cycles),
+        measured_source=getattr(measured, "source", "hardware"))
 
 
 __all__ = ["MIN_RANKED", "RESIDUAL_COLUMNS", "Residuals", "residuals"]

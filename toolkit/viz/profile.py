@@ -153,10 +153,12 @@ def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX
     hi = max(data["predicted_cycles"].max() or 1, data["measured_cycles"].max() or 1) if data.height else 10
     median = "n/a" if res.median_ratio is None else f"{res.median_ratio:.3f}"
     rank = "n/a" if res.spearman is None else f"{res.spearman:.3f}"
-    title = (f"predicted against measured {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
+    # a "measured" profile that was simulated (a stand-in) is never called measured
+    measured = "measured" if res.measured_source == "hardware" else f"{res.measured_source} stand-in"
+    title = (f"predicted against {measured} {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
              f"Spearman {rank} ({res.matched} groups)")
     scale = alt.Scale(type="log", domain=[lo, hi])
-    x = alt.X("measured_cycles:Q", scale=scale, title="measured cycles")
+    x = alt.X("measured_cycles:Q", scale=scale, title=f"{measured} cycles")
     y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles")
     diagonal = alt.Chart(pl.DataFrame({"measured_cycles": [lo, hi], "predicted_cycles": [lo, hi]})).mark_line(
         strokeDash=[4, 4], color="gray").encode(x=x, y=y)

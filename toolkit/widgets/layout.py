@@ -99,6 +99,7 @@ class LayoutExplorer:
         params = self.graph.params
         self._rows = int(params["tokens"])
         self._images = int(params["batch"])
+        self._auto = self._compile(self._unpinned())   # the searched program, for "changes nothing" notes
         first = self._compile(self.options)
         chosen = first.layout.chosen
         blocks = sorted({*self.options.row_blocks, chosen.row_block, *([self.options.row_block]
@@ -117,7 +118,6 @@ class LayoutExplorer:
         self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)],
                                     value=_control(self.options.fused_qkv),
                                     description="QKV" if attention else "QKV (no attention)", disabled=not attention)
-        self._auto = self._compile(self._unpinned())   # the searched program, for "changes nothing" notes
         self._set_shards(self.options.row_block or self._auto.layout.chosen.row_block, self.options.row_shard)
         self.gemm = self._gemm_controls(first)
         self.status = w.HTML()
@@ -186,6 +186,7 @@ class LayoutExplorer:
         try:
             self.compilation = self._compile(opts)
             status, pareto_chart, tradeoff_chart, _ = self._view(opts)
+            self._shown(opts)
         except ToolkitError as err:
             self.status.value = (f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span><br><small>the "
                                  f"charts below still show the last layout that compiled: {shown}</small>")
@@ -306,10 +307,13 @@ class LayoutExplorer:
             self._compiled[opts] = compile(self.graph, self.target, opts)
             if opts.row_block is None and opts.row_shard is None:   # its search already spans every row block
                 self._searched.setdefault(opts, self._compiled[opts].layout)
+        return self._compiled[opts]
+
+    def _shown(self, opts: Options) -> None:
+        """Record ``opts`` as the most recently shown setting (the comparison table's order)."""
         if opts in self._order:
             self._order.remove(opts)
         self._order.append(opts)
-        return self._compiled[opts]
 
     def _search(self, opts: Options) -> LayoutResult:
         if opts not in self._searched:
