@@ -190,3 +190,11 @@ def test_phase_labels_name_the_work_not_the_initial_sync() -> None:
             (0, 2, 1, "synchronization", "", 9000, 9600)]
     q = query(_profile(rows), by="phase")
     assert q["label"].to_list() == ["op0 compute + initial sync", "op1 synchronization"]
+
+
+def test_a_group_one_profile_lacks_counts_zero_in_the_delta_as_the_chart_draws_it() -> None:
+    # the table said null where the delta chart drew the kernel's whole cost
+    other = [r for r in ROWS if r[4] != "gemm"]
+    k = compare(_profile(), _profile(other), by="kernel", names=["a", "b"])
+    gemm = k.filter(kernel="gemm").row(0, named=True)
+    assert gemm["b_cycles"] is None and gemm["b_delta_cycles"] == -gemm["a_cycles"] and gemm["b_ratio"] is None

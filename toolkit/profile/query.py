@@ -207,7 +207,7 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     ``metric`` is a :func:`query` column (default: span_cycles for phases, work_cycles otherwise).
     Columns: the key (phases then their label), ``<name>_cycles`` per profile, and for every profile after
     the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
-    Groups missing from a profile have null cycles there. Phases align by what they are (their
+    Groups missing from a profile have null cycles there and count 0 in the deltas. Phases align by what they are (their
     :func:`phase_labels` label and its occurrence: the third ``mlp.fc2 compute``), not by number, so two
     layouts with different phase counts still compare op by op; ``phase`` is the first profile's number.
     """
@@ -244,8 +244,10 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
                .drop(later).select("phase", "label", pl.exclude("phase", "label", "occurrence"))
                .sort("phase", nulls_last=True))
     base = pl.col(f"{names[0]}_cycles")
+    # a group one profile lacks (a kernel one layout never runs) ran 0 cycles there: its cycles stay null (absent)
+    # but its delta is its whole cost, as the delta chart draws it
     out = out.with_columns(
-        *((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n in names[1:]),
+        *((pl.col(f"{n}_cycles").fill_null(0) - base.fill_null(0)).alias(f"{n}_delta_cycles") for n in names[1:]),
         *((pl.col(f"{n}_cycles") / base).alias(f"{n}_ratio") for n in names[1:]),
     )
     return out.sort(by, nulls_last=True) if by == "phase" else out.sort(base, by, descending=[True, False],

@@ -21,7 +21,7 @@ PARAMETERS = ("row_block", "local_rows", "stream_block", "row_shard", "panel_gro
               "weight_class", "fused_qkv", "stream_weights")
 STATUSES = ("chosen", "pareto", "feasible", "rejected")
 _NEEDED = ("candidate_id", "est_cycles", "peak_live_bytes", "feasible", "pareto", "chosen")
-_TOOLTIP = ("candidate_id", *PARAMETERS, "plans", "status", "est_cycles", "peak_live_bytes", "launches", "tiles_used",
+_TOOLTIP = ("candidate_id", *PARAMETERS, "plans", "status", "est_cycles", "peak_live_bytes", "launches",
             "sched_cycles", "reject_reason")
 
 
@@ -54,7 +54,12 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
         .otherwise(pl.lit("rejected")).alias("status"),
         focus.alias("focus"),
     )
-    data = data.select([c for c in (*_TOOLTIP, "feasible", "pareto", "chosen", "focus") if c in data.columns])
+    # one row per candidate reaches the browser (thousands): only the columns drawn or that say what a point is
+    # (a parameter that is null for every candidate, or the same for all, is left out of the payload)
+    said = [c for c in _TOOLTIP if c in data.columns and (c in _NEEDED or c in ("status", "plans", color)
+                                                          or data[c].n_unique() > 1)]
+    keep = dict.fromkeys([*said, color, "row_block", "feasible", "pareto", "chosen", "focus"])
+    data = data.select([c for c in keep if c in data.columns])
     tooltip = [alt.Tooltip(c, format=",") if c in ("est_cycles", "peak_live_bytes", "sched_cycles") else alt.Tooltip(c)
                for c in data.columns if c in _TOOLTIP]
     low, high = drawn["est_cycles"].min(), drawn["est_cycles"].max()
@@ -68,8 +73,10 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
         x=x, y=y,
         color=(alt.Color(f"{color}:O", title=color, scale=alt.Scale(scheme="viridis"))
                if data.schema[color].is_numeric() else alt.Color(f"{color}:N", title=color)),
-        shape=alt.Shape("feasible:N", title="feasible", scale=alt.Scale(domain=[True, False],
-                                                                         range=["circle", "cross"])),
+        # a legend entry only for a class drawn: no "false" entry when every drawn candidate is feasible
+        shape=alt.Shape("feasible:N", title="feasible", scale=alt.Scale(
+            domain=[v for v in (True, False) if v in set(data["feasible"].to_list())],
+            range=[m for v, m in ((True, "circle"), (False, "cross")) if v in set(data["feasible"].to_list())])),
         opacity=alt.condition("datum.focus", alt.value(0.9), alt.value(0.12)),
         tooltip=tooltip,
     )

@@ -240,6 +240,11 @@ def memory_map(
     return alt.LayerChart(layer=layers, width=640, height=480, title=title)
 
 
+#: the peak breakdown's two panels and the longest object label drawn, in pixels: with the class legend they fit
+#: a notebook's output area (1,000 px)
+PANEL_PX, LABEL_PX = 260, 190
+
+
 def event_count(objects: pl.DataFrame, occupancy: pl.DataFrame | None = None) -> int:
     """The program's events as the SRAM views count them: one past the last event any object is live at
     (or any occupancy row has); the memory map and the occupancy line chart share this axis."""
@@ -287,13 +292,14 @@ def peak_breakdown(
         y=alt.Y(f"{by}:N", sort="-x", title=by), x=alt.X("sum(bytes):Q", title="live bytes"),
         color=_category_color(live, "class"),
         tooltip=[*dict.fromkeys([f"{by}:N", "class:N"]), alt.Tooltip("bytes:Q", format=","), "objects:Q"],
-    ).properties(width=320, title=f"live bytes by {by}")
+    ).properties(width=PANEL_PX, title=f"live bytes by {by}")
     big = alt.Chart(largest).mark_bar().encode(
-        y=alt.Y("shown:N", sort="-x", title=None), x=alt.X("span_bytes:Q", title="bytes"),
+        y=alt.Y("shown:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
+        x=alt.X("span_bytes:Q", title="bytes"),
         color=_category_color(live, "class"),
         tooltip=["name:N", "object_id:Q", "kind:N", "class:N", "lifetime:N", alt.Tooltip("span_bytes:Q", format=","),
                  alt.Tooltip("address:Q", format="#x"), "first:Q", "last:Q"],
-    ).properties(width=320, title=f"{largest.height} largest live objects ({int(always.sum())} always live)")
+    ).properties(width=PANEL_PX, title=f"{largest.height} largest live objects ({int(always.sum())} always live)")
     total = int(live["span_bytes"].sum())
     rest = live_bytes - total
     title = [f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "

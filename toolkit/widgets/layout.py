@@ -95,6 +95,7 @@ class LayoutExplorer:
         self._views: dict[Options, tuple] = {}   # per setting: status line, both charts, the comparison row
         self._searched: dict[Options, LayoutResult] = {}
         self._order: list[Options] = []
+        self._programs: dict[int, tuple] = {}   # by id of a compilation held in _compiled
         self._quiet = False
         params = self.graph.params
         self._rows = int(params["tokens"])
@@ -115,9 +116,10 @@ class LayoutExplorer:
         self.weight_class = w.Dropdown(options=[AUTO, *((c, c) for c in WEIGHT_CLASSES)],
                                        value=_control(self.options.weight_class), description="weights")
         attention = params.get("kind") in ("attention", "encoder")
-        self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)],
-                                    value=_control(self.options.fused_qkv),
-                                    description="QKV" if attention else "QKV (no attention)", disabled=not attention)
+        # a control that cannot change the program says so in the value it shows
+        self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)] if attention else
+                                    [("none: no attention", AUTO[1])],
+                                    value=_control(self.options.fused_qkv), description="QKV", disabled=not attention)
         self._set_shards(self.options.row_block or self._auto.layout.chosen.row_block, self.options.row_shard)
         self.gemm = self._gemm_controls(first)
         self.status = w.HTML()
@@ -230,8 +232,8 @@ class LayoutExplorer:
         else each pin whose removal compiles the same program (when that compile is at hand)."""
         if opts == self._unpinned():
             return ""
-        program = _program(self.compilation)
-        if program == _program(self._auto):
+        program = self._program(self.compilation)
+        if program == self._program(self._auto):
             return f"<br><small>changes nothing: {pin_label(opts)} compiles the searched program</small>"
         names = [k for k in ("row_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
                  if getattr(opts, k) is not None]
@@ -239,10 +241,17 @@ class LayoutExplorer:
         for name in [*names, *(op for op, _ in opts.plans)]:
             without = (dataclasses.replace(opts, **{name: None}) if name in names else
                        dataclasses.replace(opts, plans=tuple(p for p in opts.plans if p[0] != name)))
-            if without in self._compiled and _program(self._compiled[without]) == program:
+            if without in self._compiled and self._program(self._compiled[without]) == program:
                 same.append(f"{name}={dict(opts.plans).get(name, getattr(opts, name, None))} compiles the same "
                             f"program as {name}=auto")
         return f"<br><small>changes nothing: {'; '.join(same)}</small>" if same else ""
+
+    def _program(self, c: Compilation) -> tuple:
+        """:func:`_program` of ``c``, once per compilation (a summary expands the program)."""
+        key = id(c)
+        if key not in self._programs:
+            self._programs[key] = _program(c)
+        return self._programs[key]
 
     def _label_plans(self, c: Compilation) -> None:
         """Each GEMM dropdown marks the plan the shown program runs "(chosen)" (it marked the first program's)."""
