@@ -211,7 +211,8 @@ class LayoutExplorer:
                       f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
                       f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B per tile (placed)"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
-            self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"]),
+            # the row block's own points and the whole front: a redraw sends hundreds of points, not thousands
+            self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"], context=False),
                                  tradeoff(cand, x="local_rows"), compared_row(c))
         return self._views[opts]
 
