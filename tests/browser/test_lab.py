@@ -217,7 +217,7 @@ def test_layout_explorer_slider_and_dropdowns(notebook):
     expect(readout).not_to_have_text("auto", timeout=wait())
     after = int(readout.inner_text().strip())
     expect(chart).to_contain_text(f"showing row_block={after}", timeout=wait())
-    expect(status).to_contain_text(f"row_block={after} ", timeout=wait())
+    expect(status).to_contain_text(f"row_block={after} \u2192", timeout=wait())   # the arrow: not the busy line
     expect(table_rows).to_have_count(2, timeout=wait())
     assert chart.inner_html() != svg
     layout_consistent(status.inner_text(), chart_title(chart).replace(" | ", " "), options(fc1), {"row_block": after})
@@ -237,7 +237,7 @@ def test_layout_explorer_slider_and_dropdowns(notebook):
         assert marks["chart"] < limit, f"{what}: chart after {marks['chart']:.0f} ms (target {limit} ms)"
         if "new" in what:
             assert marks.get("busy") is not None and marks["busy"] < marks["chart"], marks   # busy first
-    expect(status).to_contain_text(f"row_block={readout.inner_text().strip()} ", timeout=wait())
+    expect(status).to_contain_text(f"row_block={readout.inner_text().strip()} \u2192", timeout=wait())
     layout_consistent(status.inner_text(), chart_title(chart).replace(" | ", " "), options(fc1),
                       {"row_block": int(readout.inner_text().strip())})
     slider.locator(".noUi-handle").first.focus()
@@ -251,7 +251,7 @@ def test_layout_explorer_slider_and_dropdowns(notebook):
     plan = next(p for p in options(fc1) if p != "auto" and not p.endswith("(chosen)"))
     svg, line = chart.inner_html(), status.inner_text()
     choose(fc1, plan)
-    expect(status).to_contain_text(f"fc1={plan}", timeout=wait())
+    expect(status).to_contain_text(f"fc1={plan} \u2192", timeout=wait())
     expect(table_rows.first).to_contain_text(f"fc1={plan}", timeout=wait())   # most recent first
     nb.settle()
     assert status.inner_text() != line
@@ -265,7 +265,7 @@ def test_layout_explorer_slider_and_dropdowns(notebook):
     klass = options(weights)[-1]
     svg = chart.inner_html()
     choose(weights, klass)
-    expect(status).to_contain_text(f"weight_class={klass}", timeout=wait())
+    expect(status).to_contain_text(f"weight_class={klass}, fc1={plan} \u2192", timeout=wait())
     nb.settle()
     assert chart.inner_html() != svg, f"the Pareto chart did not change after pinning weights={klass}"
     layout_consistent(status.inner_text(), chart_title(chart).replace(" | ", " "), options(fc1),
