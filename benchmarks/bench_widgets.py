@@ -130,7 +130,9 @@ def browser_section(path: Path) -> str:
     when the chart had redrawn (ms from the key press or click, measured in the page), against the target."""
     import json
     rows = json.loads(path.read_text())
-    lines = ["Measured in the page by `tests/browser/test_lab.py` (JupyterLab, Debian's chromium through "
+    lines = ["Run: `TOOLKIT_BROWSER_SHOTS=DIR python -m pytest -p no:xdist -m \"slow or not slow\" tests/browser "
+             "notebooks -q`, then this command on `DIR/latency.json`.", "",
+             "Measured in the page by `tests/browser/test_lab.py` (JupyterLab, Debian's chromium through "
              "Playwright, this machine; a MutationObserver on the explorer's cell times from the control change to "
              "the busy line and to the chart redrawn with the status naming the new setting).", "",
              "| notebook | change | busy line (ms) | chart (ms) | target (ms) | within |",

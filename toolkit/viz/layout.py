@@ -72,6 +72,7 @@ def pareto(candidates: pl.DataFrame, *, color: str = "row_block", row_block: int
     span = [low, high] if low is not None else alt.Undefined
     peak = ([drawn["peak_live_bytes"].min(), drawn["peak_live_bytes"].max()] if drawn.height else alt.Undefined)
     x = alt.X("est_cycles:Q", title="screen estimate, cycles" + (" (log)" if wide else ""),
+              axis=alt.Axis(labelOverlap="greedy", labelSeparation=6),   # log ticks crowd: never overprint
               scale=alt.Scale(type="log", nice=False, padding=14, domain=span) if wide
               else alt.Scale(zero=False, padding=14, domain=span))
     # padded scales: a point at the edge of the data (the chosen ring is 20 px across) is drawn whole; the domains
