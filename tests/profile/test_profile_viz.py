@@ -135,3 +135,15 @@ def test_a_simulated_stand_in_is_never_called_measured() -> None:
     assert spec["title"].startswith("predicted against simulated stand-in")
     spec = residual_chart(residuals(stand_in, hw)).to_dict()
     assert spec["layer"][1]["encoding"]["x"]["title"] == "measured cycles"
+
+
+def test_residual_points_are_drawn_inside_the_plot() -> None:
+    """The smallest and largest groups sat on the plot's corners, half cut; the scale now has room."""
+    from toolkit.profile import residuals
+    from toolkit.viz import residual_chart
+    p = synthetic_profile(4, 13, seed=1)
+    res = residuals(p, p)
+    spec = residual_chart(res).to_dict()
+    lo, hi = spec["layer"][1]["encoding"]["x"]["scale"]["domain"]
+    values = [v for v in res.frame["measured_cycles"].to_list() if v]
+    assert lo < min(values) and hi > max(values)

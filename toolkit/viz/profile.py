@@ -157,9 +157,11 @@ def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX
     measured = "measured" if res.measured_source == "hardware" else f"{res.measured_source} stand-in"
     title = (f"predicted against {measured} {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
              f"Spearman {rank} ({res.matched} groups)")
-    scale = alt.Scale(type="log", domain=[lo, hi])
-    x = alt.X("measured_cycles:Q", scale=scale, title=f"{measured} cycles")
-    y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles")
+    # a fifth of a decade of room each side: the smallest and largest groups are drawn whole, not cut at the edge
+    scale = alt.Scale(type="log", domain=[lo / 10 ** 0.2, hi * 10 ** 0.2], nice=False)
+    ticks = alt.Axis(labelOverlap="greedy", labelSeparation=6)   # log ticks crowd: never overprint
+    x = alt.X("measured_cycles:Q", scale=scale, title=f"{measured} cycles", axis=ticks)
+    y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles", axis=ticks)
     diagonal = alt.Chart(pl.DataFrame({"measured_cycles": [lo, hi], "predicted_cycles": [lo, hi]})).mark_line(
         strokeDash=[4, 4], color="gray").encode(x=x, y=y)
     points = alt.Chart(data).mark_circle(size=60).encode(
