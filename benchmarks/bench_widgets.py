@@ -121,10 +121,42 @@ def layout_parts(ex, repeat: int) -> list[tuple[str, float, float]]:
     return out
 
 
+#: the issue's targets for what a reader sees in the browser after moving a control
+BROWSER_TARGETS_MS = {"cached": 1000, "new": 3000}
+
+
+def browser_section(path: Path) -> str:
+    """The browser test's measured latencies as a table: per control change, when the busy line showed and
+    when the chart had redrawn (ms from the key press or click, measured in the page), against the target."""
+    import json
+    rows = json.loads(path.read_text())
+    lines = ["Run: `TOOLKIT_BROWSER_SHOTS=DIR python -m pytest -p no:xdist -m \"slow or not slow\" tests/browser "
+             "notebooks -q`, then this command on `DIR/latency.json`.", "",
+             "Measured in the page by `tests/browser/test_lab.py` (JupyterLab, Debian's chromium through "
+             "Playwright, this machine; a MutationObserver on the explorer's cell times from the control change to "
+             "the busy line and to the chart redrawn with the status naming the new setting).", "",
+             "| notebook | change | busy line (ms) | chart (ms) | target (ms) | within |",
+             "|---|---|---:|---:|---:|---|"]
+    for r in rows:
+        target = BROWSER_TARGETS_MS["cached" if "cached" in r["change"] else "new"]
+        busy = "not seen" if r.get("busy_ms") is None else f"{r['busy_ms']:,.0f}"
+        lines.append(f"| {r['notebook']} | {r['change']} | {busy} | {r['chart_ms']:,.0f} | {target:,} | "
+                     f"{'yes' if r['chart_ms'] < target else 'NO'} |")
+    lines += ["", "A cached setting redraws from the explorer's cached view, often within one front-end update, "
+              "so its busy line may never be painted (\"not seen\")."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--browser", type=Path, default=None,
+                    help="latency.json written by the browser test (TOOLKIT_BROWSER_SHOTS=DIR pytest tests/browser): "
+                         "record its figures in the widgets-browser section and stop")
     args = ap.parse_args()
+    if args.browser is not None:
+        write_section("widgets-browser", browser_section(args.browser))
+        return
     toolkit.widgets.setup()   # VegaFusion on, as in every notebook
     import statistics
 

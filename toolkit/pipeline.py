@@ -66,6 +66,18 @@ class Compilation:
     check: Any = None                    # toolkit.check.CheckResult (options.check)
     timings: dict[str, float] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """One line: what was compiled, with which pins, and which results it holds (``frames()`` has the tables)."""
+        defaults = Options()
+        pins = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(Options)
+                if getattr(self.options, f.name) != getattr(defaults, f.name)}
+        held = [s for s in (*FRAME_STAGES, "profile", "check") if getattr(self, s, None) is not None]
+        chosen = self.layout.candidates.filter(pl.col("chosen"))
+        plans = chosen["plans"].item() if chosen.height and "plans" in chosen.columns else None
+        return (f"Compilation(workload={self.workload!r}, target={self.target.name!r}, "
+                f"options={pins or 'defaults'}, plans={plans!r}, placed={self.placement.fits}, "
+                f"stages={', '.join(held)}; {len(self.frames())} tables in .frames())")
+
     def frames(self) -> dict[str, pl.DataFrame]:
         """Every stage's DataFrames by name, prefixed with the stage (``schedule.transfers``)."""
         out: dict[str, pl.DataFrame] = {}

@@ -172,3 +172,31 @@ def conform(df: pl.DataFrame, schema: Schema, *, what: str = "frame") -> pl.Data
 
 def _is_column(value: Any) -> bool:
     return isinstance(value, np.ndarray | list | tuple | pl.Series | range)
+
+
+# -- short reprs -------------------------------------------------------------------
+#: characters of a scalar field a result's repr shows before cutting it
+REPR_VALUE_CHARS = 60
+
+
+def short_repr(obj: Any, **extra: Any) -> str:
+    """A stage result in one short line: its frames as ``<rows x columns>``, nested results by type, dicts by
+    size, scalars cut at ``REPR_VALUE_CHARS`` (``repr`` of a result printed its frames: millions of characters).
+    ``extra`` adds named values (a headline number) after the fields."""
+    import dataclasses
+
+    def one(value: Any) -> str:
+        if isinstance(value, pl.DataFrame):
+            return f"<{value.height:,} rows x {value.width} cols>"
+        if isinstance(value, pl.LazyFrame):
+            return "<lazy>"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return f"<{type(value).__name__}>"
+        if isinstance(value, dict | list | tuple) and len(repr(value)) > REPR_VALUE_CHARS:
+            return f"<{type(value).__name__} of {len(value)}>"
+        text = repr(value)
+        return text if len(text) <= REPR_VALUE_CHARS else text[: REPR_VALUE_CHARS - 3] + "..."
+
+    names = [f.name for f in dataclasses.fields(obj)] if dataclasses.is_dataclass(obj) else []
+    parts = [f"{n}={one(getattr(obj, n))}" for n in names] + [f"{k}={one(v)}" for k, v in extra.items()]
+    return f"{type(obj).__name__}({', '.join(parts)})"

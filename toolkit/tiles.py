@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import InvalidIRError
 
 STEPS_SCHEMA = {
@@ -32,6 +33,9 @@ class TilePrograms:
 
     steps: pl.DataFrame     # STEPS_SCHEMA
     per_tile: pl.DataFrame  # PER_TILE_SCHEMA
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"steps": self.steps, "per_tile": self.per_tile}
@@ -56,9 +60,11 @@ def lower_tiles(schedule) -> TilePrograms:
     phase_kind = schedule.phases.select("phase", "kind")
     sync_of = (schedule.phases.filter(pl.col("kind") == "sync").select(
         pl.col("phase").alias("sync_phase"), (pl.col("phase") + 1).alias("phase")))
-    syncs = (exchange.select("phase", "tile").join(sync_of, on="phase")
+    # a sync step lasts what the schedule says its phase lasts (one owner: schedule.phases.est_cycles)
+    sync_cycles = schedule.phases.select(pl.col("phase").alias("sync_phase"), pl.col("est_cycles").cast(pl.Int64))
+    syncs = (exchange.select("phase", "tile").join(sync_of, on="phase").join(sync_cycles, on="sync_phase")
              .select(pl.col("sync_phase").alias("phase"), "tile",
-                     *(pl.lit(0, pl.Int64).alias(c) for c in ("commands", "sends", "receives", "est_cycles"))))
+                     *(pl.lit(0, pl.Int64).alias(c) for c in ("commands", "sends", "receives")), "est_cycles"))
     cols = ["phase", "tile", "commands", "sends", "receives", "est_cycles"]
     steps = (pl.concat([compute.select(cols), exchange.select(cols), syncs.select(cols)])
              .join(phase_kind, on="phase")

@@ -27,8 +27,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 1000}
-#: seconds one notebook test may take, from opening the page to its last assert (screenshot included)
-BUDGET_S = 75
+#: seconds one notebook test may take, from opening the page to its last assert (screenshot included); the
+#: explorer tests also compile, in the test's process, the programs whose numbers the page must show
+BUDGET_S = 150
 #: a chart may overhang its output area by this many pixels (sub-pixel rounding)
 TOLERANCE_PX = 1
 #: legend labels a reader cannot tell apart from no label
@@ -174,6 +175,26 @@ DRAWN_JS = """() => {
   const svgs = [...document.querySelectorAll('.jp-Notebook .vega-embed svg.marks')];
   return [svgs.length, svgs.reduce((n, s) => n + s.innerHTML.length, 0),
           document.querySelectorAll('.jp-Notebook .widget-box, .jp-Notebook .jupyter-widgets').length];
+}"""
+
+
+#: watch one cell from now on: when the busy line (``.toolkit-busy``) first shows, and when the cell's chart
+#: number ``chart`` has been redrawn (its SVG differs from now) while the status line (the cell's first HTML
+#: widget) says ``want``; milliseconds since the call, in ``window.__watch``
+WATCH_JS = """([cell, chart, want]) => {
+  const t0 = performance.now(), marks = {};
+  const svg = () => cell.querySelectorAll('.vega-embed svg.marks')[chart];
+  const status = () => { const s = cell.querySelector('.widget-html'); return s ? s.innerText : ''; };
+  const start = svg() ? svg().innerHTML : '';
+  const look = () => {
+    if (marks.busy === undefined && cell.querySelector('.toolkit-busy')) marks.busy = performance.now() - t0;
+    if (marks.chart === undefined && svg() && svg().innerHTML !== start && !cell.querySelector('.toolkit-busy')
+        && status().includes(want)) marks.chart = performance.now() - t0;
+    if (marks.chart !== undefined) obs.disconnect();
+  };
+  const obs = new MutationObserver(look);
+  obs.observe(cell, {subtree: true, childList: true, characterData: true, attributes: true});
+  window.__watch = marks;
 }"""
 
 

@@ -64,9 +64,9 @@ def test_options_reject_unknown_and_bad_values():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans()), min_size=1, max_size=30))
 def test_pareto_front_matches_the_pairwise_definition(points):
-    from toolkit.layout.search import _pareto
+    from toolkit.layout.search import pareto_front
     c = pl.DataFrame(points, schema=["est_cycles", "peak_live_bytes", "feasible"], orient="row")
     cyc, mem, ok = (c[k].to_numpy() for k in ("est_cycles", "peak_live_bytes", "feasible"))
     dom = ((cyc[None, :] <= cyc[:, None]) & (mem[None, :] <= mem[:, None])
            & ((cyc[None, :] < cyc[:, None]) | (mem[None, :] < mem[:, None])) & ok[None, :])
-    assert _pareto(c).to_list() == (ok & ~dom.any(axis=1)).tolist()
+    assert pareto_front(c).to_list() == (ok & ~dom.any(axis=1)).tolist()

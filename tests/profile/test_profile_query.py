@@ -54,7 +54,9 @@ def test_query_by_kernel() -> None:
     gemm = q.filter(kernel="gemm").row(0, named=True)
     assert gemm["samples"] == 2 and gemm["tiles"] == 2
     assert gemm["work_cycles"] == 300 + 550
-    assert gemm["phase_cycles"] == 650 - 100
+    assert gemm["span_cycles"] == 650 - 100
+    assert gemm["busy_cycles"] == 650 - 100          # the two tiles' gemm samples overlap: their union
+    assert gemm["wall_share"] == pytest.approx(550 / 850)   # of the cropped wall clock, 900 - 50
     assert gemm["max_cycles"] == 550 and gemm["mean_cycles"] == 425.0
     assert gemm["p50_cycles"] == 425.0
     # crop origin is 50 (tile 1's first start): offsets count from it
@@ -165,3 +167,34 @@ def test_compare_aligns_phases_by_what_they_are_not_their_number() -> None:
     assert row["phase"] == 1 and row["a_cycles"] == row["b_cycles"]    # phase 1 of a is phase 2 of b
     assert c.filter(pl.col("label") == "extra compute")["a_cycles"].to_list() == [None]   # only in b
     assert c.height == query(a, by="phase").height + 1
+
+
+def test_busy_cycles_count_the_wall_clock_a_group_runs_not_its_span() -> None:
+    # a kernel that runs early on one tile and late on another spans the program but is busy for 200 cycles:
+    # the views rank it by busy cycles (the span stays beside it)
+    rows = [(0, 0, 0, "synchronization", "", 0, 100), (0, 1, 1, "compute", "ln", 100, 200),
+            (0, 2, 2, "compute", "gemm", 200, 900), (1, 0, 0, "synchronization", "", 0, 100),
+            (1, 1, 3, "compute", "ln", 900, 1000)]
+    q = query(_profile(rows), by="kernel")
+    ln = q.filter(kernel="ln").row(0, named=True)
+    assert (ln["span_cycles"], ln["busy_cycles"], ln["work_cycles"]) == (900, 200, 200)
+    assert q["kernel"].to_list()[0] == "gemm"          # ranked by busy cycles: gemm's 700 first
+    assert q.filter(kernel="gemm")["wall_share"].item() == pytest.approx(700 / 1000)
+
+
+def test_phase_labels_name_the_work_not_the_initial_sync() -> None:
+    # phase 0 holds every tile's initial sync and, on one tile, the first compute: the label names the work
+    # and says the barrier is in it; a phase of only synchronization is labelled by it
+    rows = [(0, 0, 0, "synchronization", "", 0, 600), (0, 1, 0, "compute", "ln", 600, 9000),
+            (1, 0, 0, "synchronization", "", 0, 600), (2, 0, 0, "synchronization", "", 0, 600),
+            (0, 2, 1, "synchronization", "", 9000, 9600)]
+    q = query(_profile(rows), by="phase")
+    assert q["label"].to_list() == ["op0 compute + initial sync", "op1 synchronization"]
+
+
+def test_a_group_one_profile_lacks_counts_zero_in_the_delta_as_the_chart_draws_it() -> None:
+    # the table said null where the delta chart drew the kernel's whole cost
+    other = [r for r in ROWS if r[4] != "gemm"]
+    k = compare(_profile(), _profile(other), by="kernel", names=["a", "b"])
+    gemm = k.filter(kernel="gemm").row(0, named=True)
+    assert gemm["b_cycles"] is None and gemm["b_delta_cycles"] == -gemm["a_cycles"] and gemm["b_ratio"] is None

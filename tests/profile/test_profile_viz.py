@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolkit.errors import OptionError
-from toolkit.profile import compare, crop, query, synthetic_profile
+from toolkit.profile import Profile, compare, crop, query, synthetic_profile
 from toolkit.viz.profile import compare_chart, phase_bars, timeline
 
 
@@ -41,10 +41,12 @@ def test_phase_bars_and_compare_chart() -> None:
     a, b = synthetic_profile(4, 13, seed=1), synthetic_profile(4, 13, seed=2)
     q = query(a, by="phase")
     spec = phase_bars(q).to_dict()
-    assert spec["encoding"]["x"]["field"] == "phase_cycles" and spec["encoding"]["y"]["title"] == "phase"
+    assert spec["encoding"]["x"]["field"] == "span_cycles" and spec["encoding"]["y"]["title"] == "phase"
     # phases are shown with what they are, in the query's numeric order
     shown = [f"{p} {lab}" for p, lab in zip(q["phase"], q["label"], strict=True)]
-    assert spec["encoding"]["y"]["sort"] == shown and spec["title"] == "cycles, first start to last end per phase"
+    assert spec["encoding"]["y"]["sort"] == shown
+    assert spec["title"] == "cycles, first start to last end (span) per phase"
+    assert phase_bars(query(a, by="kernel")).to_dict()["encoding"]["x"]["field"] == "busy_cycles"
     assert len(_values(spec)) == 5 and spec["width"] == 520
     spec = compare_chart(compare(a, b, by="phase", names=["base", "new"])).to_dict()
     rows = _values(spec)
@@ -103,9 +105,14 @@ def test_the_renderers_categories_cut_exchange_samples_and_cover_every_cycle() -
     from toolkit.viz import timeline
     from toolkit.viz.palette import FIXED
     p = synthetic_profile(tiles=6, samples_per_tile=30, seed=5)
-    t = timeline_categories(p)
+    t = timeline_categories(p, gaps=False)
     assert set(t["category"]) <= set(CATEGORIES) and {"compute", "exchange idle"} & set(t["category"])
     assert t["duration_cycles"].sum() == crop(p).samples["duration_cycles"].sum()
+    # with the gaps (the default) every tile's pieces cover the wall clock: shares are of all tile-cycles
+    whole = timeline_categories(p)
+    c = crop(p)
+    assert whole["duration_cycles"].sum() == c.tiles * c.cropped_cycles
+    assert whole.filter(pl.col("category") == "idle").height > t.filter(pl.col("category") == "idle").height
     assert (t["duration_cycles"] >= 0).all()
     per = t.group_by("tile", "sample").agg(pl.col("duration_cycles").sum())
     want = crop(p).samples.select("tile", "sample", "duration_cycles")
@@ -115,3 +122,28 @@ def test_the_renderers_categories_cut_exchange_samples_and_cover_every_cycle() -
     assert abs(shares["share"].sum() - 1.0) < 1e-9
     scale = timeline(t, tiles=3, color="category").to_dict()["encoding"]["color"]["scale"]
     assert all(FIXED[k] == v for k, v in zip(scale["domain"], scale["range"], strict=True))
+
+
+def test_a_simulated_stand_in_is_never_called_measured() -> None:
+    from toolkit.profile import residuals
+    from toolkit.viz import residual_chart
+    p = synthetic_profile(4, 13, seed=1)
+    hw = Profile(samples=p.samples, activities=p.activities, clock_hz=p.clock_hz, source="hardware")
+    stand_in = Profile(samples=p.samples, activities=p.activities, clock_hz=p.clock_hz, source="simulated")
+    spec = residual_chart(residuals(hw, stand_in)).to_dict()
+    assert spec["layer"][1]["encoding"]["x"]["title"] == "simulated stand-in cycles"
+    assert spec["title"].startswith("predicted against simulated stand-in")
+    spec = residual_chart(residuals(stand_in, hw)).to_dict()
+    assert spec["layer"][1]["encoding"]["x"]["title"] == "measured cycles"
+
+
+def test_residual_points_are_drawn_inside_the_plot() -> None:
+    """The smallest and largest groups sat on the plot's corners, half cut; the scale now has room."""
+    from toolkit.profile import residuals
+    from toolkit.viz import residual_chart
+    p = synthetic_profile(4, 13, seed=1)
+    res = residuals(p, p)
+    spec = residual_chart(res).to_dict()
+    lo, hi = spec["layer"][1]["encoding"]["x"]["scale"]["domain"]
+    values = [v for v in res.frame["measured_cycles"].to_list() if v]
+    assert lo < min(values) and hi > max(values)

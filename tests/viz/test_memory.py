@@ -314,7 +314,7 @@ def test_occupancy_over_time(synthetic) -> None:
     spec = vo.occupancy_over_time(occ).to_dict()
     lines, rule, label = spec["layer"]
     assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule" and label["mark"]["type"] == "text"
-    assert (lines["encoding"]["x"]["field"], lines["encoding"]["y"]["field"]) == ("event", "bytes")
+    assert (lines["encoding"]["x"]["field"], lines["encoding"]["y"]["field"]) == ("middle", "bytes")
     rows = dataset(lines, spec)
     assert len(rows) == 2 * 10
     top = {r["event"]: r["bytes"] for r in rows if r["stat"] == "max"}
@@ -380,3 +380,4 @@ def test_charts_serialize(synthetic) -> None:
         vm.peak_breakdown(objects, placement, occ, TARGET, 0), vo.occupancy_over_time(occ),
     ):
         assert chart.to_json().startswith("{")
+

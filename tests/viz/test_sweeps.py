@@ -125,3 +125,10 @@ def test_bad_column_names_raise_naming_the_field(kwargs, field, match):
 def test_a_frame_that_is_not_a_sweep_is_refused():
     with pytest.raises(OptionError, match=r"frame lacks the sweep columns \['point_id', 'workload'"):
         sweep_pareto(pl.DataFrame({"status": ["ok"], "placed": [True]}))
+
+
+def test_the_legend_lists_only_the_placement_classes_drawn() -> None:
+    spec = sweep_pareto(sweep_rows([(100, 900, True), (200, 800, True)])).to_dict()
+    shape = spec["layer"][0]["encoding"]["shape"]["scale"]
+    assert shape == {"domain": ["placed"], "range": ["circle"]}
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["padding"] > 0   # edge points drawn whole

@@ -15,11 +15,12 @@ def explorer() -> LayoutExplorer:
 
 
 def test_layout_explorer_starts_on_the_searched_choice(explorer, small):
-    assert explorer.row_block.value == small.layout.chosen.row_block
+    assert explorer.row_block.value == "auto"                  # every control on auto: the searched program
     assert explorer.current_options().row_block is None
+    assert explorer.compilation.summary()["est_cycles"].item() == small.est_cycles()
     spec = explorer.pareto_chart.spec
     assert spec == explorer.pareto_chart.chart.to_dict()           # what the browser receives
-    assert spec["title"][-1] == f"showing row_block={small.layout.chosen.row_block}"
+    assert spec["title"][-1].startswith(f"showing row_block={small.layout.chosen.row_block}")
     assert "searched" in explorer.table.value
 
 
@@ -166,9 +167,15 @@ def test_profile_explorer_range_and_crop():
     assert ex.crop.cropped_cycles >= cropped
     assert "shared clock" in ex.status.value
     ex.by.value = "kernel"
-    assert ex.bars_chart.chart.to_dict()["title"] == "cycles, first start to last end per kernel"
+    assert ex.bars_chart.chart.to_dict()["title"] == (
+        "busy cycles (wall clock in which it runs on any tile) per kernel (tiles 10..13, shared clock)")
     ex.color.value = "phase"
     assert ex.timeline_chart.chart.to_dict()["encoding"]["color"]["field"] == "phase"
+    ex.color.value = "category"     # the renderer's categories: it broke the explorer ("needs columns")
+    assert ex.timeline_chart.chart.to_dict()["encoding"]["color"]["field"] == "category"
+    assert "firebrick" not in ex.status.value
+    ex.tiles.value = (0, 3)         # and every other control still works
+    assert ex.timeline_chart.chart.to_dict()["title"] == "tiles 0..3, shared clock"
 
 
 def test_profile_explorer_too_many_samples_is_reported():
@@ -213,7 +220,7 @@ def test_phase_bars_keep_numeric_phase_order():
 
 def test_a_setting_seen_before_redraws_from_its_cached_view(explorer):
     start = explorer.row_block.value
-    one, two = [v for v in explorer.row_block.options if v != start][:2]
+    one, two = [v for _, v in explorer.row_block.options if v not in (start, "auto")][:2]
     explorer.row_block.value = one
     first = explorer.pareto_chart.chart
     explorer.row_block.value = two
@@ -262,8 +269,8 @@ def test_every_explorer_chart_compiles_under_vegafusion(small):
         for chart in charts:
             chart.local_tz = "UTC"   # as the front end reports it: the compile runs now
             assert chart.chart is None or chart.spec is not None
-    explorers[0].row_block.value = next(v for v in explorers[0].row_block.options
-                                        if v != explorers[0].row_block.value)
+    explorers[0].row_block.value = next(v for _, v in explorers[0].row_block.options
+                                        if v not in (explorers[0].row_block.value, "auto"))
     explorers[1].tile.value = int(explorers[1].peaks["tile"][3])
     explorers[2].shared_clock.value = True
     for ex in explorers:

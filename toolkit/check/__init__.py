@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.check.hardware import hardware_error, hardware_errors
 from toolkit.check.rects import BITS
 from toolkit.check.reference import INPUT_STD, Data, make_data, run_reference, tensor3
@@ -100,6 +101,9 @@ class CheckResult:
     def max_abs_deviation(self) -> float:
         """The same number as :attr:`max_abs_error` (the op-by-op stored-value reference is the host reference)."""
         return self.max_abs_error
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"outputs": self.outputs, "worst": self.worst, "operands": self.operands}

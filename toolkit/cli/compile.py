@@ -117,24 +117,54 @@ def compile_cmd(
         show(summary, "summary", as_json=True)
     else:  # every number with what it is and its unit, then the layout it belongs to
         labelled = c.numbers(summary)   # extra columns (cropped cycles, check) are ignored
-        numbers = labelled.select(
-            "quantity", "kind", pl.col("value").map_elements(lambda v: f"{v:,.0f}" if float(v).is_integer() else
-                                                             f"{v:.3g}", return_dtype=pl.String), "unit",
-            pl.col("vs_hardware").round(2).cast(pl.String).fill_null(""))
-        if result is not None:
-            numbers = pl.concat([numbers, pl.DataFrame({
-                "quantity": ["functional check"], "kind": ["checked"],
-                "value": ["passed" if result.passed else "FAILED"],
-                "unit": [""], "vs_hardware": [""]})])
-        show(numbers, f"{c.workload}: what each number is")
-        hw = labelled.filter((pl.col("kind") == "measured on hardware") & (pl.col("quantity") == "cycles"))
-        if hw.height:   # say whose program the hardware figure measured
-            typer.echo(f"measured on hardware: {hw['source'][0]}", err=True)
-        layout = summary.select("row_block", "plans", "weight_class", "fused_qkv", "placed")
-        pairs = pl.DataFrame({"field": layout.columns, "value": [str(v) for v in layout.row(0)]})
+        show(_numbers_table(labelled, result), f"{c.workload}: what each number is")
+        for line in _footnotes(labelled, c.workload):
+            typer.echo(line)
+        layout = summary.select("local_rows", "row_block", "plans", "weight_class", "fused_qkv", "placed")
+        what = {"local_rows": "rows per tile each matmul runs (what runs)",
+                "row_block": "attention and residual stream rows per tile (a plan chain's matmuls run local_rows)"}
+        pairs = pl.DataFrame({"field": layout.columns, "value": [str(v) for v in layout.row(0)],
+                              "what": [what.get(k, "") for k in layout.columns]})
         show(pairs, f"{c.workload}: the layout")
     if out is not None and not as_json:
         typer.echo(f"wrote {out}", err=True)
+
+
+def _numbers_table(labelled: pl.DataFrame, result: object) -> pl.DataFrame:
+    """The numbers table: every number with what it is, its unit, its ratio to hardware and its source's
+    footnote number (the sources are printed in full under the table)."""
+    numbers = labelled.with_row_index("_n", offset=1).select(
+        "quantity", "kind", pl.col("value").map_elements(_figure, return_dtype=pl.String), "unit",
+        pl.col("vs_hardware").round(2).cast(pl.String).fill_null("-"),
+        pl.format("[{}]", "_n").alias("source"))
+    if result is not None:
+        numbers = pl.concat([numbers, pl.DataFrame({
+            "quantity": ["functional check"], "kind": ["checked"],
+            "value": [f"{'passed' if result.passed else 'FAILED'}, max abs error {result.max_abs_error:.3g}"],
+            "unit": [""], "vs_hardware": ["-"], "source": ["toolkit.check"]})])
+    return numbers
+
+
+def _figure(v: float) -> str:
+    """A number as the table shows it: whole numbers with thousands separators, others to three figures."""
+    return f"{int(v):,}" if float(v).is_integer() else f"{v:.3g}"
+
+
+def _footnotes(labelled: pl.DataFrame, workload: str) -> list[str]:
+    """Why vs_hardware is blank where it is, then every number's source in full, wrapped to the terminal."""
+    import textwrap
+
+    from toolkit.cli.table import terminal_width
+    width = terminal_width()
+    hw = labelled.filter((pl.col("kind") == "measured on hardware") & (pl.col("unit") == "cycles"))
+    why = (f"vs_hardware: value / the {_figure(hw['value'][0])} cycles measured on hardware, for the whole-program "
+           "cycles rows only ('-': no hardware figure for that quantity)" if hw.height else
+           f"vs_hardware: '-' throughout: no hardware measurement of {workload} as compiled "
+           "(toolkit/data/hardware_programs.csv)")
+    lines = textwrap.wrap(why, width)
+    for i, source in enumerate(labelled["source"].to_list(), start=1):
+        lines += textwrap.wrap(f"[{i}] {source}", width, subsequent_indent="    ", break_on_hyphens=False)
+    return lines
 
 
 #: the stages ``toolkit.compile`` runs once per finalist layout it tries, in order (toolkit.pipeline._finalist)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import polars as pl
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from toolkit.cli.table import show
 from toolkit.errors import ToolkitError
 from toolkit.graph import build_graph, workloads
 
@@ -31,17 +29,7 @@ SWITCH_HELP = {
 }
 
 
-def show(df: pl.DataFrame, title: str, *, as_json: bool = False) -> None:
-    """Print a frame as a rich table (or JSON records)."""
-    if as_json:
-        typer.echo(df.write_json())
-        return
-    table = Table(title=title)
-    for name in df.columns:
-        table.add_column(name, overflow="fold")
-    for row in df.iter_rows():
-        table.add_row(*("" if v is None else str(v) for v in row))
-    Console().print(table)
+__all__ = ["SWITCH_HELP", "fail", "graph_cmd", "show", "switch_option", "switches", "workloads_cmd"]
 
 
 def fail(exc: ToolkitError) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.cli.graph import fail
+from toolkit.cli.graph import fail, show
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import check_not_input, check_output
 
@@ -71,16 +71,7 @@ def query_cmd(
     if as_json:
         typer.echo(json.dumps(q.to_dicts()))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{file.name}: cycles by {group_by}")
-    for col in q.columns:
-        table.add_column(col, justify="left" if col == group_by else "right")
-    for row in q.head(limit).iter_rows():
-        table.add_row(*(f"{v:,.1f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
-                        for v in row))
-    Console().print(table)
+    show(q.head(limit), f"{file.name}: cycles by {group_by}")
     if q.height > limit:
         typer.echo(f"... {q.height - limit} more rows (use --limit or --json)")
 

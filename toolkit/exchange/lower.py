@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import OptionError
 from toolkit.exchange.horizon import phase_horizons, tile_horizons
 from toolkit.exchange.packets import (
@@ -78,6 +79,9 @@ class Exchange:
     passes: pl.DataFrame   # PASSES_SCHEMA: one row per (group, receiving tile)
     rows: pl.DataFrame     # ROWS_SCHEMA: one plan row per participating tile per group
     summary: pl.DataFrame  # SUMMARY_SCHEMA: one row per phase
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
 
 STEPPED_GROUPS_SCHEMA = {

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import ModelError
 from toolkit.tables import OPS_SCHEMA, REPEATS_SCHEMA, TENSORS_SCHEMA, empty, frame
 
@@ -82,6 +83,9 @@ class Graph:
     tensors: pl.DataFrame    # TENSORS_SCHEMA
     repeats: pl.DataFrame    # REPEATS_SCHEMA (empty when nothing repeats)
     params: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def instances(self) -> pl.LazyFrame:
         """Every op of every instance (lazy): repeated ops once per instance, the rest once."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import InfeasibleError, ModelError, ToolkitWarning
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
@@ -83,6 +84,9 @@ class LayoutResult:
     graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
     params: dict[int, LayoutParams] = field(default_factory=dict)   # the typed layout of every candidate id
     op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {"candidates": self.candidates, "op_candidates": self.op_candidates}
@@ -197,7 +201,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     cand = cand.with_columns(
         pl.lit(False).alias("beam"),
         pl.lit(False).alias("chosen"), pl.lit(False).alias("pareto"))
-    cand = cand.with_columns(_pareto(cand).alias("pareto"))
+    cand = cand.with_columns(pareto_front(cand).alias("pareto"))
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
     if feas.height == 0:
         raise _no_fit(cand, options)
@@ -350,7 +354,7 @@ def params_of(row: dict) -> LayoutParams:
                         stream_weights=row.get("stream_weights") or "resident")
 
 
-def _pareto(c: pl.DataFrame) -> pl.Series:
+def pareto_front(c: pl.DataFrame) -> pl.Series:
     """Feasible candidates not dominated in (est_cycles, peak_live_bytes): one sort and a running minimum."""
     ok = c["feasible"].fill_null(False).to_numpy()
     out = np.zeros(c.height, dtype=bool)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import OptionError
 
 #: code sizes of kernel symbols the target's ``kernel_code_bytes`` does not list (the target's table wins)
@@ -112,6 +113,9 @@ class Package:
     arguments: pl.DataFrame    # ARGUMENTS_SCHEMA: the slots of every argument record
     digests: pl.DataFrame      # DIGESTS_SCHEMA: content digest of every package object
     summary: pl.DataFrame      # SUMMARY_SCHEMA: one row
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {name: getattr(self, name) for name in self.__slots__}

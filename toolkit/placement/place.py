@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.errors import ModelError, OptionError
 from toolkit.placement import _tiles as T
 from toolkit.placement import results as R
@@ -94,6 +95,9 @@ class Placement:
     @property
     def fits(self) -> bool:
         return self.failures.height == 0
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self, fits=self.fits)
 
 
 def place(objects: pl.DataFrame, target: Target, options: PlacementOptions | None = None) -> Placement:

@@ -28,8 +28,15 @@ TIMELINE_SCHEMA: tables.Schema = {
 _KIND = {"compute": "compute", "synchronization": "sync", "idle": "idle"}
 
 
-def timeline_categories(profile: Profile, *, shared_clock: bool = False) -> pl.DataFrame:
-    """Every sample, exchange samples cut into the renderer's categories (TIMELINE_SCHEMA), by tile and time."""
+def timeline_categories(profile: Profile, *, shared_clock: bool = False, gaps: bool = True) -> pl.DataFrame:
+    """Every sample, exchange samples cut into the renderer's categories (TIMELINE_SCHEMA), by tile and time.
+
+    With ``gaps`` (the default) a tile's time between its samples and after its last one is an ``idle`` piece
+    too (:func:`toolkit.profile.idle`; simulated profiles store no idle samples), so the pieces of every tile
+    cover the whole wall clock and a category's share is of all tile-cycles, not of the busy ones.
+    """
+    from toolkit.profile.query import idle
+
     c = crop(profile, shared_clock=shared_clock)
     s = c.samples.with_columns(
         (pl.col("end_offset_cycles") - pl.Series(wrap_delta(c.samples["end_cycle"].to_numpy(),
@@ -69,14 +76,21 @@ def timeline_categories(profile: Profile, *, shared_clock: bool = False) -> pl.D
     pieces = (pieces.sort("tile", "sample", "start_offset_cycles").with_columns(run.alias("_run"))
               .group_by(*keys, "category", "_run", maintain_order=True)   # merge runs of one category
               .agg(pl.col("start_offset_cycles").min(), pl.col("end_offset_cycles").max()).drop("_run"))
-    out = pl.concat([plain.cast({k: TIMELINE_SCHEMA[k] for k in plain.columns}),
-                     pieces.cast({k: TIMELINE_SCHEMA[k] for k in pieces.columns})])
+    parts = [plain.cast({k: TIMELINE_SCHEMA[k] for k in plain.columns}),
+             pieces.cast({k: TIMELINE_SCHEMA[k] for k in pieces.columns})]
+    if gaps:
+        parts.append(idle(c).collect().select("tile", "phase", pl.lit("idle").alias("category"),
+                                              "start_offset_cycles", "end_offset_cycles")
+                     .cast({"phase": tables.BIG}))
+    out = pl.concat(parts, how="diagonal_relaxed")
     return (out.with_columns((pl.col("end_offset_cycles") - pl.col("start_offset_cycles")).alias("duration_cycles"))
             .sort("tile", "start_offset_cycles", "sample").cast(TIMELINE_SCHEMA).select(list(TIMELINE_SCHEMA)))
 
 
 def category_cycles(timeline: pl.DataFrame, by: str = "category") -> pl.DataFrame:
-    """Summed cycles per category (``by="category"``) or per (phase, category): where the tiles' time went."""
+    """Summed cycles per category (``by="category"``) or per (phase, category): where the tiles' time went.
+    ``cycles`` are summed over tiles; ``share`` is of every tile-cycle in the frame (idle included when the
+    timeline has its gaps, as :func:`timeline_categories` gives by default)."""
     keys = ["category"] if by == "category" else [by, "category"]
     return (timeline.group_by(keys).agg(pl.col("duration_cycles").sum().alias("cycles"),
                                         pl.col("tile").n_unique().alias("tiles"))

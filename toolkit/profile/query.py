@@ -24,8 +24,10 @@ COMPARE_KEYS = ("phase", "operation", "kernel")
 QUERY_COLUMNS: tables.Schema = {
     "samples": tables.BIG,
     "tiles": tables.BIG,
-    "phase_cycles": tables.BIG,        # wall span of the group: last end - first start
-    "work_cycles": tables.BIG,         # sum of sample durations
+    "span_cycles": tables.BIG,         # first start to last end of the group (not its cost: gaps count)
+    "busy_cycles": tables.BIG,         # wall-clock cycles in which at least one of the group's samples runs
+    "wall_share": pl.Float64,          # busy_cycles / the profile's wall clock (its cropped cycles)
+    "work_cycles": tables.BIG,         # sample durations summed over tiles
     "mean_cycles": pl.Float64,
     "p50_cycles": pl.Float64,
     "p95_cycles": pl.Float64,
@@ -74,6 +76,9 @@ class Barriers:
     phases: pl.DataFrame  # BARRIER_SCHEMA
     waits: pl.DataFrame   # WAIT_SCHEMA
 
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
+
 
 def kernel_label() -> pl.Expr:
     """A sample's kernel, or its kind where it runs none (exchange, synchronization, idle), so no group is blank."""
@@ -96,10 +101,11 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
     c = _crop(profile, cropped)
     dur, start, end = pl.col("duration_cycles"), pl.col("start_offset_cycles"), pl.col("end_offset_cycles")
     samples = c.samples.with_columns(kernel_label()) if by == "kernel" else c.samples
+    busy = _busy(samples, by)
     out = samples.group_by(by).agg(
         pl.len().alias("samples"),
         pl.col("tile").n_unique().alias("tiles"),
-        (end.max() - start.min()).alias("phase_cycles"),
+        (end.max() - start.min()).alias("span_cycles"),
         dur.sum().alias("work_cycles"),
         dur.mean().alias("mean_cycles"),
         dur.quantile(0.5, "linear").alias("p50_cycles"),
@@ -108,22 +114,49 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
         start.min().alias("first_offset_cycles"),
         end.max().alias("last_offset_cycles"),
     )
-    out = out.sort(by) if by in ("phase", "tile") else out.sort(["work_cycles", by], descending=[True, False])
-    out = out.cast({by: GROUP_KEYS[by], **QUERY_COLUMNS})
+    wall = max(int(c.cropped_cycles), 1)
+    out = out.join(busy, on=by, how="left").with_columns((pl.col("busy_cycles") / wall).alias("wall_share"))
+    out = out.sort(by) if by in ("phase", "tile") else out.sort(["busy_cycles", by], descending=[True, False])
+    out = out.cast({by: GROUP_KEYS[by], **QUERY_COLUMNS}).select(by, *QUERY_COLUMNS)
     if by == "phase":   # phases also say what they are
         out = out.join(phase_labels(c), on="phase", how="left").select("phase", "label", *QUERY_COLUMNS)
     return out
 
 
+def _busy(samples: pl.DataFrame, by: str) -> pl.DataFrame:
+    """Per group, the wall-clock cycles covered by the union of its samples' intervals (over all tiles):
+    intervals sorted by start open a new run where they start past every earlier end."""
+    s, e = pl.col("start_offset_cycles"), pl.col("end_offset_cycles")
+    runs = (samples.lazy().select(by, s, e).filter(e > s).sort(by, "start_offset_cycles")
+            .with_columns(e.cum_max().shift(1).over(by).alias("_reach"))
+            .with_columns((pl.col("_reach").is_null() | (s > pl.col("_reach"))).cum_sum().over(by).alias("_run"))
+            .group_by(by, "_run").agg((e.max() - s.min()).alias("busy_cycles"))
+            .group_by(by).agg(pl.col("busy_cycles").sum()))
+    out = samples.lazy().select(by).unique().join(runs, on=by, how="left")
+    return out.with_columns(pl.col("busy_cycles").fill_null(0)).collect()
+
+
 def phase_labels(profile: Profile | Crop) -> pl.DataFrame:
-    """Per phase, its label: the operation and kind most of its samples carry (``"12 mlp.fc2 compute"`` reads
-    better than ``12``); idle samples do not vote."""
+    """Per phase, its label: the operation and kind of the work that ran in it (``"12 mlp.fc2 compute"`` reads
+    better than ``12``): compute and exchange samples vote by their cycles; a phase with no such sample is
+    labelled by its synchronization samples; idle samples never vote. A phase that also holds the tiles'
+    initial sync barrier (a tile's first sample, a synchronization) says so: ``"0 mlp.ln compute + initial
+    sync"``, so the 600 cycles of that barrier are not taken for the work's."""
     s = _crop(profile, cropped=False).samples
-    return (s.filter(pl.col("kind") != "idle")
-            .group_by("phase").agg(
-                pl.concat_str(pl.col("operation").fill_null("").mode().sort().first(), pl.lit(" "),
-                              pl.col("kind").mode().sort().first()).str.strip_chars().alias("label"))
+    work = ~pl.col("kind").is_in(list(WAITING_KINDS))
+    weight = (pl.col("end_offset_cycles") - pl.col("start_offset_cycles")).clip(1, None)
+    votes = (s.filter(pl.col("kind") != "idle")
+             .with_columns(pl.when(work).then(weight * 2**20).otherwise(1).alias("_vote"),
+                           ((pl.col("sample") == 0) & (pl.col("kind") == "synchronization")).alias("_entry"))
+             .group_by("phase", pl.col("operation").fill_null(""), "kind", "_entry").agg(pl.col("_vote").sum()))
+    entry = votes.group_by("phase").agg(pl.col("_entry").any().alias("_has_entry"))
+    best = (votes.sort("phase", "_entry", "_vote", "operation", "kind", descending=[False, False, True, False, False])
+            .group_by("phase", maintain_order=True).first().join(entry, on="phase"))
+    label = pl.concat_str(pl.col("operation"), pl.lit(" "), pl.col("kind")).str.strip_chars()
+    return (best.select("phase", pl.when(pl.col("_has_entry") & ~pl.col("_entry"))
+                        .then(label + " + initial sync").otherwise(label).alias("label"))
             .cast({"phase": tables.BIG, "label": tables.STR}).sort("phase"))
+
 
 
 def barriers(profile: Profile | Crop) -> Barriers:
@@ -171,10 +204,10 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
             metric: str | None = None, cropped: bool = True) -> pl.DataFrame:
     """Two or more profiles aligned by ``by`` (phase, operation or kernel).
 
-    ``metric`` is a :func:`query` column (default: phase_cycles for phases, work_cycles otherwise).
+    ``metric`` is a :func:`query` column (default: span_cycles for phases, work_cycles otherwise).
     Columns: the key (phases then their label), ``<name>_cycles`` per profile, and for every profile after
     the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
-    Groups missing from a profile have null cycles there. Phases align by what they are (their
+    Groups missing from a profile have null cycles there and count 0 in the deltas. Phases align by what they are (their
     :func:`phase_labels` label and its occurrence: the third ``mlp.fc2 compute``), not by number, so two
     layouts with different phase counts still compare op by op; ``phase`` is the first profile's number.
     """
@@ -188,7 +221,7 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     if len(names) != len(profiles) or len(set(names)) != len(names):
         msg = f"names={names!r} must be {len(profiles)} distinct names, one per profile"
         raise OptionError(msg, field="names", value=names)
-    metric = metric or ("phase_cycles" if by == "phase" else "work_cycles")
+    metric = metric or ("span_cycles" if by == "phase" else "work_cycles")
     if metric not in QUERY_COLUMNS:
         msg = f"metric={metric!r} is not a query column; use one of {list(QUERY_COLUMNS)}"
         raise OptionError(msg, field="metric", value=metric)
@@ -211,8 +244,10 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
                .drop(later).select("phase", "label", pl.exclude("phase", "label", "occurrence"))
                .sort("phase", nulls_last=True))
     base = pl.col(f"{names[0]}_cycles")
+    # a group one profile lacks (a kernel one layout never runs) ran 0 cycles there: its cycles stay null (absent)
+    # but its delta is its whole cost, as the delta chart draws it
     out = out.with_columns(
-        *((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n in names[1:]),
+        *((pl.col(f"{n}_cycles").fill_null(0) - base.fill_null(0)).alias(f"{n}_delta_cycles") for n in names[1:]),
         *((pl.col(f"{n}_cycles") / base).alias(f"{n}_ratio") for n in names[1:]),
     )
     return out.sort(by, nulls_last=True) if by == "phase" else out.sort(base, by, descending=[True, False],

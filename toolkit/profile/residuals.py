@@ -48,6 +48,11 @@ class Residuals:
     spearman: float | None         # rank correlation over matched groups (None below MIN_RANKED)
     predicted_cycles: int          # cropped cycles of the whole predicted profile
     measured_cycles: int
+    measured_source: str = "hardware"   # what the "measured" profile is (its Profile.source; a simulated stand-in
+                                        # is "simulated", and the views say so)
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def summary(self) -> pl.DataFrame:
         """One row: the whole-program cycles and ratio, and the per-group bias and rank agreement."""
@@ -70,13 +75,13 @@ def residuals(predicted: Profile | Crop, measured: Profile | Crop, by: str = "ke
 
     ``metric`` is a :func:`toolkit.profile.query` column: by default the summed
     sample cycles (``work_cycles``) for kernels and operations, the wall span
-    (``phase_cycles``) for phases. Both profiles are cropped as the hardware
+    (``span_cycles``) for phases. Both profiles are cropped as the hardware
     renderer crops them unless ``cropped=False``.
     """
     if by not in COMPARE_KEYS:
         msg = f"by={by!r} cannot align a prediction with a measurement; use one of {list(COMPARE_KEYS)}"
         raise OptionError(msg, field="by", value=by)
-    metric = metric or ("phase_cycles" if by == "phase" else "work_cycles")
+    metric = metric or ("span_cycles" if by == "phase" else "work_cycles")
     p, m = _crop(predicted, cropped), _crop(measured, cropped)
     both = compare(p, m, by=by, names=["predicted", "measured"], metric=metric, cropped=cropped)
     pred, meas = pl.col("predicted_cycles"), pl.col("measured_cycles")
@@ -95,7 +100,8 @@ def residuals(predicted: Profile | Crop, measured: Profile | Crop, by: str = "ke
         by=by, metric=metric, frame=frame, matched=ok.height,
         only_predicted=frame.filter(meas.is_null()).height, only_measured=frame.filter(pred.is_null()).height,
         median_ratio=None if median is None else float(median), spearman=rank,
-        predicted_cycles=int(p.cropped_cycles), measured_cycles=int(m.cropped_cycles))
+        predicted_cycles=int(p.cropped_cycles), measured_cycles=int(m.cropped_cycles),
+        measured_source=getattr(measured, "source", "hardware"))
 
 
 __all__ = ["MIN_RANKED", "RESIDUAL_COLUMNS", "Residuals", "residuals"]

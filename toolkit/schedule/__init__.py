@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit import tables
 from toolkit.costs import KERNEL_SYMBOLS, phase_overhead_cycles, tile_horizon_cycles, tile_rows
 from toolkit.graph import Graph
 from toolkit.layout.plans import LayoutParams, plan_graph
@@ -76,6 +77,9 @@ class Schedule:
     segments: pl.DataFrame
     repeats: pl.DataFrame
     relocations: pl.DataFrame
+
+    def __repr__(self) -> str:
+        return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -41,6 +41,10 @@ def _names(frame: pl.DataFrame, suffix: str, what: str) -> list[str]:
     return names
 
 
+#: delta axes name their zero (no change), every other tick with thousands separators
+ZERO_LABEL = "datum.value == 0 ? '0 (no change)' : format(datum.value, ',')"
+
+
 def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int = 25, width: int = WIDTH,
                 max_rows: int = DEFAULT_MAX_ROWS) -> alt.Chart:
     """Per key, each later compilation's (or profile's) change in ``metric`` against the first, as
@@ -78,7 +82,8 @@ def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int
     return alt.Chart(long, title=title).mark_bar().encode(
         y=alt.Y("key:N", title=key_title, sort=keep["key"].to_list()),
         yOffset=alt.YOffset("compared:N"),
-        x=alt.X("delta:Q", title=f"{metric} minus {base}'s"),
+        x=alt.X("delta:Q", title=f"{metric} minus {base}'s", scale=alt.Scale(zero=True),
+                axis=alt.Axis(labelExpr=ZERO_LABEL)),
         color=alt.Color("compared:N", title="compared with " + base, legend=alt.Legend(orient="bottom")),
         tooltip=["key", "compared", alt.Tooltip("delta:Q", format=",")],
     ).properties(width=width)

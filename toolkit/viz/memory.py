@@ -175,12 +175,14 @@ def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
 def memory_map(
     objects: pl.DataFrame, placement: pl.DataFrame, target: Target, tile: int, *,
     color: str = "kind", occupancy: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+    events: int | None = None,
 ) -> alt.LayerChart:
     """One tile's memory: a rect per placed object from (first event, address) to
     (last event + 1, address + span), coloured by ``color`` (kind, class, access or region),
     with element boundaries as thin rules, region boundaries emphasised and the loader limit dashed.
     With ``occupancy``, a vertical rule marks the tile's peak event. Objects without an address
-    (not placed) are left out.
+    (not placed) are left out. The event axis is ``[0, events]`` (default: the last event of any object
+    or occupancy row, plus one), the same as :func:`toolkit.viz.occupancy_over_time` given ``events``.
     """
     _tile(tile, target)
     if color not in MAP_COLORS:
@@ -189,6 +191,8 @@ def memory_map(
     placed = _placed(objects, placement, tile)
     _guard(placed.height, max_rows, f"memory_map of tile {tile} has {placed.height} placed objects")
     y_scale = alt.Scale(domain=[target.memory_start, target.memory_end], nice=False, zero=False)
+    events = max(events or 0, event_count(objects, occupancy))
+    x_scale = alt.Scale(domain=[0, events], nice=False)
     elements = target.elements()
     regions = target.regions()
     ticks = sorted({*elements["offset"].gather_every(2).to_list(), *regions["start"].to_list(), target.memory_end})
@@ -196,7 +200,8 @@ def memory_map(
         alt.Chart(placed)
         .mark_rect(stroke="white", strokeWidth=0.5, opacity=0.85)
         .encode(
-            x=alt.X("first:Q", title="event"), x2="end_event:Q",
+            x=alt.X("first:Q", title="event", scale=x_scale, axis=alt.Axis(tickMinStep=1, format="d")),
+            x2="end_event:Q",
             y=alt.Y("address:Q", title="address", scale=y_scale, axis=alt.Axis(format="#x", values=ticks, grid=False)),
             y2="end_address:Q",
             color=_category_color(placed, color),
@@ -230,9 +235,23 @@ def memory_map(
         marker = pl.DataFrame({"event": [peak[0]], "middle": [peak[0] + 0.5],  # event e spans [e, e + 1)
                                "label": [f"peak event {peak[0]}: {peak[1]:,} B live"]})
         layers.append(alt.Chart(marker).mark_rule(color="black", strokeDash=[4, 2]).encode(
-            x="middle:Q", tooltip=["label:N"]))
+            x=alt.X("middle:Q", scale=x_scale), tooltip=["label:N"]))
         title += f"; peak {peak[1]:,} B at event {peak[0]}"
     return alt.LayerChart(layer=layers, width=640, height=480, title=title)
+
+
+#: the peak breakdown's two panels and the longest object label drawn, in pixels: with the class legend they fit
+#: a notebook's output area (1,000 px)
+PANEL_PX, LABEL_PX = 260, 190
+
+
+def event_count(objects: pl.DataFrame, occupancy: pl.DataFrame | None = None) -> int:
+    """The program's events as the SRAM views count them: one past the last event any object is live at
+    (or any occupancy row has); the memory map and the occupancy line chart share this axis."""
+    last = [int(v) for v in (objects["last"].max() if "last" in objects.columns else None,
+                             None if occupancy is None or occupancy.height == 0 else occupancy["event"].max())
+            if v is not None]
+    return max(last, default=0) + 1
 
 
 def peak_breakdown(
@@ -262,20 +281,25 @@ def peak_breakdown(
         .otherwise(pl.lit("transient")).alias("lifetime"))
     keys = list(dict.fromkeys([by, "class"]))
     groups = live.group_by(keys).agg(pl.col("span_bytes").sum().alias("bytes"), pl.len().alias("objects"))
-    largest = live.sort(["span_bytes", "object_id"], descending=[True, False]).head(top)
+    # the largest objects say which are always live (the whole program: weights, code), beside their name
+    largest = (live.sort(["span_bytes", "object_id"], descending=[True, False]).head(top)
+               .with_columns(pl.when(pl.col("lifetime") == "always live").then(pl.col("name") + " [always live]")
+                             .otherwise(pl.col("name")).alias("shown")))
     _guard(groups.height + largest.height, max_rows, f"peak_breakdown of tile {tile}")
+    always = largest["lifetime"] == "always live"
     capacity = target.memory_bytes
     bars = alt.Chart(groups).mark_bar().encode(
         y=alt.Y(f"{by}:N", sort="-x", title=by), x=alt.X("sum(bytes):Q", title="live bytes"),
         color=_category_color(live, "class"),
         tooltip=[*dict.fromkeys([f"{by}:N", "class:N"]), alt.Tooltip("bytes:Q", format=","), "objects:Q"],
-    ).properties(width=320, title=f"live bytes by {by}")
+    ).properties(width=PANEL_PX, title=f"live bytes by {by}")
     big = alt.Chart(largest).mark_bar().encode(
-        y=alt.Y("name:N", sort="-x", title=None), x=alt.X("span_bytes:Q", title="bytes"),
+        y=alt.Y("shown:N", sort="-x", title=None, axis=alt.Axis(labelLimit=LABEL_PX)),
+        x=alt.X("span_bytes:Q", title="bytes"),
         color=_category_color(live, "class"),
-        tooltip=["name:N", "object_id:Q", "kind:N", "class:N", alt.Tooltip("span_bytes:Q", format=","),
+        tooltip=["name:N", "object_id:Q", "kind:N", "class:N", "lifetime:N", alt.Tooltip("span_bytes:Q", format=","),
                  alt.Tooltip("address:Q", format="#x"), "first:Q", "last:Q"],
-    ).properties(width=320, title=f"{largest.height} largest live objects")
+    ).properties(width=PANEL_PX, title=f"{largest.height} largest live objects ({int(always.sum())} always live)")
     total = int(live["span_bytes"].sum())
     rest = live_bytes - total
     title = [f"tile {tile} peaks at event {event}: {live_bytes:,} B live ({100 * live_bytes / capacity:.1f}% of "

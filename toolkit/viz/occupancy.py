@@ -23,6 +23,7 @@ VALUE_LABELS = {
 def occupancy_over_time(
     occupancy: pl.DataFrame, tiles: Iterable[int] | None = None, *, target: Target | None = None,
     value: str = "live_bytes", values: Iterable[str] | None = None, max_rows: int = DEFAULT_MAX_ROWS,
+    events: int | None = None,
 ) -> alt.LayerChart:
     """``value`` (or each of ``values``) per event, against the capacity as a rule.
 
@@ -30,12 +31,17 @@ def occupancy_over_time(
     one tile: that tile's bytes, one line per value, named by what each column
     holds (``values=["interleaved_bytes", "region1_bytes"]`` shows class and
     region side by side). The event axis spans the whole program whatever the
-    tiles, so charts of different tiles line up, and ticks at whole events.
+    tiles, so charts of different tiles line up, and ticks at whole events:
+    event ``e`` spans ``[e, e + 1)`` and its value is drawn at ``e + 0.5``, as
+    :func:`toolkit.viz.memory_map` draws an object live at ``e``; ``events``
+    (the program's event count, ``memory_map``'s too) sets the axis to
+    ``[0, events]`` so the two charts line up under each other.
     """
     target = target or ipu21()
     columns = [_value(v) for v in (values if values is not None else [value])]
     occ = _columns(occupancy, OCCUPANCY_SCHEMA, ("tile", "event", *columns), "occupancy")
     last_event = int(occ["event"].max()) if occ.height else 0
+    events = max(events or 0, last_event + 1)
     if tiles is not None:
         wanted = pl.Series("tile", list(tiles), dtype=pl.Int64)
         if wanted.len() == 0:
@@ -59,12 +65,13 @@ def occupancy_over_time(
                        + (pl.lit("") if one else pl.lit(", ") + pl.col("stat"))).alias("series"))
         .with_columns(pl.when(one).then(pl.lit("tile")).otherwise(pl.col("stat")).alias("stat"))
         .sort("series", "event")
+        .with_columns((pl.col("event") + 0.5).alias("middle"))
     )
     _guard(per_event.height, max_rows, "occupancy_over_time has two rows per event")
     capacity = _capacity(target, columns[0])
     legend = f"tile {int(occ['tile'][0])}" if one else f"over {n} tiles"
     lines = alt.Chart(per_event).mark_line(point=per_event.height <= 400).encode(
-        x=alt.X("event:Q", title="event", scale=alt.Scale(domain=[0, last_event]),
+        x=alt.X("middle:Q", title="event", scale=alt.Scale(domain=[0, events], nice=False),
                 axis=alt.Axis(tickMinStep=1, format="d")),
         y=alt.Y("bytes:Q", title="bytes" if len(columns) > 1 else VALUE_LABELS[columns[0]]),
         color=alt.Color("series:N", title=legend),

@@ -69,21 +69,29 @@ def timeline(crop_or_samples: Crop | Profile | pl.DataFrame, tiles: int | Iterab
     )
 
 
-def phase_bars(query_frame: pl.DataFrame, metric: str = "phase_cycles", max_rows: int = DEFAULT_MAX_ROWS
-               ) -> alt.Chart:
-    """Horizontal bars of ``metric`` per group of a :func:`toolkit.profile.query` frame (key = first column)."""
+def phase_bars(query_frame: pl.DataFrame, metric: str | None = None, max_rows: int = DEFAULT_MAX_ROWS, *,
+               scope: str = "") -> alt.Chart:
+    """Horizontal bars of ``metric`` per group of a :func:`toolkit.profile.query` frame (key = first column).
+
+    By default a phase's or tile's bar is its span (a phase's span is its length on the wall clock) and any
+    other group's its busy cycles (the wall-clock cycles in which one of its samples runs, never the span from
+    its first sample to its last, which would rank a kernel that runs early and late as the longest).
+    ``scope`` names which tiles the frame covers (``"tiles 0..15"``) in the title.
+    """
+    key = query_frame.columns[0]
+    metric = metric or ("span_cycles" if key in ("phase", "tile") else "busy_cycles")
     if metric not in query_frame.columns:
         msg = f"metric={metric!r} is not a column of the query frame ({query_frame.columns[1:]})"
         raise OptionError(msg, field="metric", value=metric)
     if query_frame.height > max_rows:
         msg = f"phase_bars would draw {query_frame.height} bars (max_rows={max_rows}); filter the query first"
         raise OptionError(msg, field="max_rows", value=max_rows)
-    key = query_frame.columns[0]
     data = query_frame.with_columns(_shown_key(query_frame))
     # phases and tiles keep the query's numeric order (their keys are strings here, which would sort 0, 1, 12, 2)
     sort = data["shown"].to_list() if key in ("phase", "tile") else "-x"
     what = METRIC_TITLES.get(metric, metric.replace("_", " "))
-    return alt.Chart(data, title=f"{what} per {key}").mark_bar().encode(
+    title = f"{what} per {key}" + (f" ({scope})" if scope else "")
+    return alt.Chart(data, title=title).mark_bar().encode(
         x=alt.X(f"{metric}:Q", title=what),
         y=alt.Y("shown:N", sort=sort, title=key),
         tooltip=[alt.Tooltip(c) for c in query_frame.columns],
@@ -91,7 +99,10 @@ def phase_bars(query_frame: pl.DataFrame, metric: str = "phase_cycles", max_rows
 
 
 #: what each query metric is, as chart titles say it
-METRIC_TITLES = {"phase_cycles": "cycles, first start to last end", "work_cycles": "work cycles, summed over tiles",
+METRIC_TITLES = {"span_cycles": "cycles, first start to last end (span)",
+                 "busy_cycles": "busy cycles (wall clock in which it runs on any tile)",
+                 "wall_share": "share of the program's wall clock",
+                 "work_cycles": "work cycles, summed over tiles",
                  "mean_cycles": "mean cycles per sample", "max_cycles": "longest sample, cycles"}
 PLOT_WIDTH = 520
 
@@ -142,11 +153,15 @@ def residual_chart(res: Residuals, width: int = 420, max_rows: int = DEFAULT_MAX
     hi = max(data["predicted_cycles"].max() or 1, data["measured_cycles"].max() or 1) if data.height else 10
     median = "n/a" if res.median_ratio is None else f"{res.median_ratio:.3f}"
     rank = "n/a" if res.spearman is None else f"{res.spearman:.3f}"
-    title = (f"predicted against measured {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
+    # a "measured" profile that was simulated (a stand-in) is never called measured
+    measured = "measured" if res.measured_source == "hardware" else f"{res.measured_source} stand-in"
+    title = (f"predicted against {measured} {res.metric.replace('_', ' ')} by {key}: median ratio {median}, "
              f"Spearman {rank} ({res.matched} groups)")
-    scale = alt.Scale(type="log", domain=[lo, hi])
-    x = alt.X("measured_cycles:Q", scale=scale, title="measured cycles")
-    y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles")
+    # a fifth of a decade of room each side: the smallest and largest groups are drawn whole, not cut at the edge
+    scale = alt.Scale(type="log", domain=[lo / 10 ** 0.2, hi * 10 ** 0.2], nice=False)
+    ticks = alt.Axis(labelOverlap="greedy", labelSeparation=6)   # log ticks crowd: never overprint
+    x = alt.X("measured_cycles:Q", scale=scale, title=f"{measured} cycles", axis=ticks)
+    y = alt.Y("predicted_cycles:Q", scale=scale, title="predicted cycles", axis=ticks)
     diagonal = alt.Chart(pl.DataFrame({"measured_cycles": [lo, hi], "predicted_cycles": [lo, hi]})).mark_line(
         strokeDash=[4, 4], color="gray").encode(x=x, y=y)
     points = alt.Chart(data).mark_circle(size=60).encode(

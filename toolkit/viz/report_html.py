@@ -28,7 +28,7 @@ import polars as pl
 
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import atomic_write, check_output, check_parent
-from toolkit.profile import CATEGORIES, barriers, category_cycles, crop, idle, query, timeline_categories
+from toolkit.profile import CATEGORIES, barriers, category_cycles, crop, query, timeline_categories
 from toolkit.profile.model import SOURCE_MEANING, Profile
 from toolkit.target import Target, ipu21
 from toolkit.viz.memory import memory_map, occupancy_heatmap, peak_breakdown, tile_peaks
@@ -119,10 +119,7 @@ def profile_report(profile: Profile, *, name: str = "profile", shared_clock: boo
         ("timeline drawn on", "the shared clock" if shared_clock else "cropped cycles"),
     )
     # the renderer's categories, plus the gaps between a tile's samples (and after its last one) as idle
-    gaps = idle(view).collect().select("tile", "phase", pl.lit("idle").alias("category"), "start_offset_cycles",
-                                       "end_offset_cycles", "duration_cycles")
-    tl = (pl.concat([timeline_categories(profile, shared_clock=shared_clock), gaps], how="diagonal_relaxed")
-          .sort("tile", "start_offset_cycles"))
+    tl = timeline_categories(profile, shared_clock=shared_clock)
     clock = "shared clock" if shared_clock else "cropped"
     sections = [*timeline_sections(tl, view.cropped_cycles, clock=clock, max_rows=max_rows)]
     totals = category_cycles(tl).with_columns((pl.col("share") * 100).round(2).alias("share_percent")).drop("share")

@@ -77,15 +77,17 @@ def sweep_pareto(frame: pl.DataFrame, *, x: str = "peak_sram_bytes", y: str = "c
     data = data.select([c for c in shown if c in data.columns] + ["fits", "on_front", _COLOR])
     tooltip = [alt.Tooltip(c, format=",") if data.schema[c].is_integer() else alt.Tooltip(c)
                for c in data.columns if c not in ("fits", _COLOR)]
-    xe = alt.X(f"{x}:Q", title=NUMBERS.get(x, x), scale=alt.Scale(zero=False))
-    ye = alt.Y(f"{y}:Q", title=NUMBERS.get(y, y), scale=alt.Scale(zero=False))
+    # padded: a ringed point at the edge of the data is drawn whole, not cut by the axis
+    xe = alt.X(f"{x}:Q", title=NUMBERS.get(x, x), scale=alt.Scale(zero=False, padding=16))
+    ye = alt.Y(f"{y}:Q", title=NUMBERS.get(y, y), scale=alt.Scale(zero=False, padding=16))
+    fits = [f for f in ("placed", "did not place") if f in set(data["fits"].to_list())]   # legend: drawn classes
     order = _order(drawn, color)
     numeric = df.schema[color].is_numeric()   # an ordered scale; text and booleans: the palette's own colours
     scale = alt.Scale(domain=order, scheme="viridis") if numeric else color_scale(order)
     points = alt.Chart(data).mark_point(filled=True, size=80, opacity=0.85).encode(
         x=xe, y=ye, color=alt.Color(f"{_COLOR}:{'O' if numeric else 'N'}", title=color, scale=scale, sort=order),
-        shape=alt.Shape("fits:N", title="placement", scale=alt.Scale(domain=["placed", "did not place"],
-                                                                      range=["circle", "cross"])),
+        shape=alt.Shape("fits:N", title="placement", scale=alt.Scale(
+            domain=fits, range=[{"placed": "circle", "did not place": "cross"}[f] for f in fits])),
         tooltip=tooltip)
     front = data.filter(pl.col("on_front")).sort(x, y)
     line = alt.Chart(front).mark_line(interpolate="step-after", color="black", strokeWidth=1.2, opacity=0.7

@@ -33,9 +33,13 @@ def html_table(df: pl.DataFrame, max_rows: int = 200, *, title: str = "") -> str
     """A compact HTML table of at most ``max_rows`` rows (a bold ``title`` first): column names with spaces,
     numbers right-aligned with thousands separators, nulls blank."""
     numeric = [dt.is_numeric() for dt in df.dtypes]
-    th = _CELL.format(align="left") + ";font-weight:bold"
+    # headers wrap at their spaces (the names are written with spaces), so a wide table still fits the page
+    th = _CELL.format(align="left").replace("white-space:nowrap", "white-space:normal") + ";font-weight:bold"
     head = "".join(f"<th style='{th}'>{html.escape(c.replace('_', ' '))}</th>" for c in df.columns)
-    left, right = _CELL.format(align="left"), _CELL.format(align="right") + ";font-variant-numeric:tabular-nums"
+    # numbers never wrap; text wraps at spaces within a bounded width, so a long plan or source does not
+    # widen the table past the page
+    left = _CELL.format(align="left").replace("white-space:nowrap", "white-space:normal;max-width:26em")
+    right = _CELL.format(align="right") + ";font-variant-numeric:tabular-nums"
     rows = []
     for row in df.head(max_rows).iter_rows():   # a bounded table (layouts, phases, kernels), never per sample
         cells = (f"<td style='{left}'>{html.escape(str(v))}</td>" if not num else f"<td style='{right}'></td>"

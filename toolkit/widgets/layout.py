@@ -21,13 +21,13 @@ import polars as pl
 from toolkit.errors import OptionError, ToolkitError, ToolkitWarning
 from toolkit.graph import Graph, Workload
 from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout.search import pareto_front
 from toolkit.options import CONSTRAINT_KEY, WEIGHT_CLASSES, Options, as_options
 from toolkit.pipeline import Compilation, compile, resolve_graph
 from toolkit.target import Target, ipu21
 from toolkit.viz.layout import PARAMETERS, pareto, tradeoff
-from toolkit.widgets.render import chart_widget, html_table
+from toolkit.widgets.render import busy, chart_widget, html_table
 
-#: compare_layouts columns after ``layout``
 #: compare_layouts columns after ``layout``: cycles named by what they are (lowered estimate, simulated, the ratio
 #: of simulated to the real compiler's measured program for the workload), then summary columns
 COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "compute_cycles", "exchange_cycles",
@@ -36,6 +36,8 @@ COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "compute
 #: what the explorer's comparison table shows: the layout, its numbers, what it placed (the rest: compare_layouts)
 TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "exchange_cycles",
                  "launches", "peak_sram_bytes", "placed")
+TABLE_TITLE = ("compiled layouts so far, side by side (cycles: lowered estimate and simulated; peak_sram_bytes: "
+               "placed, the fullest tile)")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
 PLAN_CHOICES = 10
 #: a dropdown choice that leaves the parameter to the search
@@ -94,14 +96,19 @@ class LayoutExplorer:
         self._views: dict[Options, tuple] = {}   # per setting: status line, both charts, the comparison row
         self._searched: dict[Options, LayoutResult] = {}
         self._order: list[Options] = []
+        self._programs: dict[int, tuple] = {}   # by id of a compilation held in _compiled
         self._quiet = False
         params = self.graph.params
         self._rows = int(params["tokens"])
         self._images = int(params["batch"])
+        self._auto = self._compile(self._unpinned())   # the searched program, for "changes nothing" notes
         first = self._compile(self.options)
         chosen = first.layout.chosen
-        blocks = sorted({*self.options.row_blocks, chosen.row_block})
-        self.row_block = w.SelectionSlider(options=blocks, value=chosen.row_block, description="row block",
+        blocks = sorted({*self.options.row_blocks, chosen.row_block, *([self.options.row_block]
+                                                                       if self.options.row_block else [])})
+        # "auto" leaves the row block to the search: every control has it, so all-auto is the searched program
+        self.row_block = w.SelectionSlider(options=[AUTO, *((str(b), b) for b in blocks)],
+                                           value=_control(self.options.row_block), description="row block",
                                            continuous_update=False)
         self.row_shard = w.Dropdown(description="row shard")
         self.inner_split = w.Dropdown(
@@ -110,10 +117,11 @@ class LayoutExplorer:
         self.weight_class = w.Dropdown(options=[AUTO, *((c, c) for c in WEIGHT_CLASSES)],
                                        value=_control(self.options.weight_class), description="weights")
         attention = params.get("kind") in ("attention", "encoder")
-        self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)],
+        # a control that cannot change the program says so in the value it shows
+        self.fused_qkv = w.Dropdown(options=[AUTO, ("separate", False), ("fused", True)] if attention else
+                                    [("none: no attention", AUTO[1])],
                                     value=_control(self.options.fused_qkv), description="QKV", disabled=not attention)
-        self._pinned_row_block = self.options.row_block is not None
-        self._set_shards(chosen.row_block, self.options.row_shard)
+        self._set_shards(self.options.row_block or self._auto.layout.chosen.row_block, self.options.row_shard)
         self.gemm = self._gemm_controls(first)
         # ipu-stack's constraint lines of the compiled program; pasted lines pin their ops on "apply lines"
         self._pasted = tuple(text for key, text in self.options.plans if key == CONSTRAINT_KEY)
@@ -140,12 +148,12 @@ class LayoutExplorer:
 
     # -- state ---------------------------------------------------------------------
     def current_options(self) -> Options:
-        """The options the controls select (the row block counts as pinned once the slider moved)."""
-        plans = {**{k: v for k, v in self.options.plans if k != CONSTRAINT_KEY},
-                 **{op: v for op, c in self.gemm.items() if (v := _pin(c.value)) is not None}}
+        """The options the controls select: a function of the controls' values alone (``auto`` searches; the
+        applied ipu-stack lines pin their ops)."""
+        plans = {op: v for op, c in self.gemm.items() if (v := _pin(c.value)) is not None}
         lines = tuple((CONSTRAINT_KEY, text) for text in self._pasted)
         return dataclasses.replace(
-            self.options, row_block=self.row_block.value if self._pinned_row_block else None,
+            self.options, row_block=_pin(self.row_block.value),
             row_shard=_pin(self.row_shard.value), inner_split=_pin(self.inner_split.value),
             weight_class=_pin(self.weight_class.value), fused_qkv=_pin(self.fused_qkv.value),
             plans=tuple(sorted((*plans.items(), *lines))))
@@ -156,17 +164,18 @@ class LayoutExplorer:
         return self._candidates(self.current_options(), self.compilation)
 
     def _candidates(self, opts: Options, compilation: Compilation) -> pl.DataFrame:
+        """The search over every row block (the other pins as set), its rows of the compiled layout replaced by
+        the compiled layout's own row (``chosen``, exactly one, with the numbers its own search gave it), and
+        the Pareto front recomputed over the result."""
         search = self._search(dataclasses.replace(opts, row_block=None, row_shard=None))
         keys = [k for k in (*PARAMETERS, "partials", "plans") if k in search.candidates.columns]
-        picked = compilation.layout.candidates.filter(pl.col("chosen")).select(keys)
-        hit = search.candidates.drop("chosen").join(picked.with_columns(pl.lit(True).alias("chosen")), on=keys,
-                                                    how="left", nulls_equal=True)
-        hit = hit.with_columns(pl.col("chosen").fill_null(False)).select(search.candidates.columns)
-        if not hit["chosen"].any():   # a pinned row block's per-op plans lie outside the unpinned search: add it
-            own = compilation.layout.candidates.filter(pl.col("chosen")).with_columns(
-                pl.lit(int(hit["candidate_id"].max() or 0) + 1, dtype=hit.schema["candidate_id"]).alias("candidate_id"))
-            hit = pl.concat([hit, own.select([c for c in hit.columns if c in own.columns])], how="diagonal_relaxed")
-        return hit
+        own = compilation.layout.candidates.filter(pl.col("chosen"))
+        rest = search.candidates.join(own.select(keys), on=keys, how="anti", nulls_equal=True)
+        own = own.with_columns(pl.lit(int(search.candidates["candidate_id"].max() or 0) + 1,
+                                      dtype=search.candidates.schema["candidate_id"]).alias("candidate_id"))
+        hit = pl.concat([rest.with_columns(pl.lit(False).alias("chosen")),
+                         own.select([c for c in rest.columns if c in own.columns])], how="diagonal_relaxed")
+        return hit.with_columns(pareto_front(hit).alias("pareto")).select(search.candidates.columns)
 
     def compared(self) -> pl.DataFrame:
         """The compiled layouts so far, most recent first (``compare_layouts`` columns). Settings that compiled
@@ -183,20 +192,25 @@ class LayoutExplorer:
     def update(self) -> None:
         """Compile the selected layout (cached) and redraw the charts and the table in place."""
         opts = self.current_options()
+        shown = pin_label(self.compilation.options)
+        self.status.value = busy(f"compiling {pin_label(opts)}" if opts not in self._views
+                                 else f"drawing {pin_label(opts)}")
         try:
             self.compilation = self._compile(opts)
             status, pareto_chart, tradeoff_chart, _ = self._view(opts)
+            self._shown(opts)
         except ToolkitError as err:
-            self.status.value = f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span>"
+            self.status.value = (f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span><br><small>the "
+                                 f"charts below still show the last layout that compiled: {shown}</small>")
             return
-        self.status.value = status
+        self.status.value = status + self._unchanged(opts)
         with warnings.catch_warnings():   # what a line cannot say is the compiled layout's, shown by its labels
             warnings.simplefilter("ignore", ToolkitWarning)
             self.constraint_lines.value = "\n".join(self.compilation.layout.constraints())
         self.pareto_chart.chart = pareto_chart
         self.tradeoff_chart.chart = tradeoff_chart
-        self.table.value = html_table(self.compared().select(TABLE_COLUMNS),
-                                      title="compiled layouts, side by side (cycles: lowered estimate and simulated)")
+        self._label_plans(self.compilation)
+        self.table.value = html_table(self.compared().select(TABLE_COLUMNS), title=TABLE_TITLE)
 
     def _view(self, opts: Options) -> tuple[str, Any, Any, pl.DataFrame]:
         """What one setting shows (built once per setting; the chart objects are reused, so their widgets
@@ -208,9 +222,10 @@ class LayoutExplorer:
             s = summary.row(0, named=True)
             status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; {self._shape(c, s)}: "
                       f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
-                      f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B"
+                      f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B per tile (placed)"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
-            self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"]),
+            # the row block's own points and the whole front: a redraw sends hundreds of points, not thousands
+            self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"], context=False),
                                  tradeoff(cand, x="local_rows"), compared_row(c))
         return self._views[opts]
 
@@ -226,12 +241,59 @@ class LayoutExplorer:
                           for name, _ in plans if name in ops)
         return f"plans {s['plans']} (local rows: {local})"
 
+    def _unchanged(self, opts: Options) -> str:
+        """A note on pins that cannot change the program: all of them when the program is the searched one,
+        else each pin whose removal compiles the same program (when that compile is at hand)."""
+        if opts == self._unpinned():
+            return ""
+        program = self._program(self.compilation)
+        if program == self._program(self._auto):
+            return f"<br><small>changes nothing: {pin_label(opts)} compiles the searched program</small>"
+        names = [k for k in ("row_block", "row_shard", "inner_split", "weight_class", "fused_qkv")
+                 if getattr(opts, k) is not None]
+        same = []
+        for name in [*names, *(op for op, _ in opts.plans)]:
+            without = (dataclasses.replace(opts, **{name: None}) if name in names else
+                       dataclasses.replace(opts, plans=tuple(p for p in opts.plans if p[0] != name)))
+            if without in self._compiled and self._program(self._compiled[without]) == program:
+                same.append(f"{name}={dict(opts.plans).get(name, getattr(opts, name, None))} compiles the same "
+                            f"program as {name}=auto")
+        return f"<br><small>changes nothing: {'; '.join(same)}</small>" if same else ""
+
+    def _program(self, c: Compilation) -> tuple:
+        """:func:`_program` of ``c``, once per compilation (a summary expands the program)."""
+        key = id(c)
+        if key not in self._programs:
+            self._programs[key] = _program(c)
+        return self._programs[key]
+
+    def _label_plans(self, c: Compilation) -> None:
+        """Each GEMM dropdown marks the plan the shown program runs "(chosen)" (it marked the first program's)."""
+        chosen = {name.rsplit(".", 1)[-1]: g.label() for name, g in c.layout.chosen.plans}
+        self._quiet = True
+        try:
+            for short, control in self.gemm.items():
+                labels = list(dict.fromkeys([*self._plan_choices[short], *(x for x in (chosen.get(short),
+                                                                                     _pin(control.value)) if x)]))
+                options = [AUTO, *((lab + (" (chosen)" if lab == chosen.get(short) else ""), lab) for lab in labels)]
+                if list(control.options) != options:
+                    value = control.value
+                    control.options = options
+                    control.value = value
+        finally:
+            self._quiet = False
+
+    def _unpinned(self) -> Options:
+        """The options with every control on auto."""
+        return dataclasses.replace(self.options, row_block=None, row_shard=None, inner_split=None,
+                                   weight_class=None, fused_qkv=None, plans=())
+
     def _changed(self, change: dict) -> None:
         if self._quiet:
             return
         if change["owner"] is self.row_block:
-            self._pinned_row_block = True
-            self._set_shards(self.row_block.value, _pin(self.row_shard.value))
+            row_block = _pin(self.row_block.value) or self._auto.layout.chosen.row_block
+            self._set_shards(row_block, _pin(self.row_shard.value))
         self.update()
 
     def _apply_lines(self, _button: Any = None) -> None:
@@ -247,14 +309,16 @@ class LayoutExplorer:
 
     def _gemm_controls(self, first: Compilation) -> dict[str, w.Dropdown]:
         """One dropdown per linear op of the compiled graph: auto, the best screened plans and the chosen one."""
-        per_op = first.layout.op_candidates
+        per_op = self._auto.layout.op_candidates
         chosen = {name.rsplit(".", 1)[-1]: g.label() for name, g in first.layout.chosen.plans}
         pinned = dict(self.options.plans)
+        self._plan_choices: dict[str, list[str]] = {}
         out = {}
         for op in per_op["op"].unique(maintain_order=True).to_list():
             short = op.rsplit(".", 1)[-1]
             best = (per_op.filter(pl.col("op") == op).sort("est_cycles", "weight_bytes")
                     .unique("plan", maintain_order=True).head(PLAN_CHOICES)["plan"].to_list())
+            self._plan_choices[short] = best
             labels = list(dict.fromkeys([*(x for x in (chosen.get(short), pinned.get(short)) if x), *best]))
             out[short] = w.Dropdown(options=[AUTO, *((f"{lab}" + (" (chosen)" if lab == chosen.get(short) else ""),
                                                       lab) for lab in labels)],
@@ -277,10 +341,13 @@ class LayoutExplorer:
             self._compiled[opts] = compile(self.graph, self.target, opts)
             if opts.row_block is None and opts.row_shard is None:   # its search already spans every row block
                 self._searched.setdefault(opts, self._compiled[opts].layout)
+        return self._compiled[opts]
+
+    def _shown(self, opts: Options) -> None:
+        """Record ``opts`` as the most recently shown setting (the comparison table's order)."""
         if opts in self._order:
             self._order.remove(opts)
         self._order.append(opts)
-        return self._compiled[opts]
 
     def _search(self, opts: Options) -> LayoutResult:
         if opts not in self._searched:
@@ -291,6 +358,13 @@ class LayoutExplorer:
         from IPython.display import display
 
         display(self.widget)
+
+
+def _program(c: Compilation) -> tuple:
+    """What makes two compilations the same program: the chosen layout's plans and numbers."""
+    s = c.summary().row(0, named=True)
+    return (s["plans"], s["row_block"], s["row_shard"], s["inner_split"], s["weight_class"], s["est_cycles"],
+            s["peak_sram_bytes"])
 
 
 def _pin(value: Any) -> Any:

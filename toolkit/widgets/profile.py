@@ -7,9 +7,9 @@ import ipywidgets as w
 import polars as pl
 
 from toolkit.errors import OptionError, ToolkitError
-from toolkit.profile import Crop, Profile, crop, query
+from toolkit.profile import Crop, Profile, crop, query, timeline_categories
 from toolkit.viz.profile import COLOR_BY, phase_bars, timeline
-from toolkit.widgets.render import chart_widget
+from toolkit.widgets.render import busy, chart_widget
 
 GROUPS = ("phase", "kernel", "operation", "kind", "tile")
 
@@ -39,6 +39,7 @@ class ProfileExplorer:
             raise OptionError(msg, field="tiles", value=tiles)
         self.profile = profile
         self._crops: dict[bool, Crop] = {}
+        self._categories: dict[bool, pl.DataFrame] = {}
         ids = profile.samples["tile"].unique().sort()
         lo, hi = int(ids[0]), int(ids[-1])
         self.tiles = w.IntRangeSlider(value=(lo, min(hi, lo + tiles - 1)), min=lo, max=hi, description="tiles",
@@ -75,23 +76,41 @@ class ProfileExplorer:
         return (f"the shared clock adds {skew:,} cycles: tiles enter the initial sync up to {skew:,} cycles apart, "
                 f"which the crop drops")
 
-    def update(self) -> None:
-        """Redraw the timeline and the cycles-per-group bars in place."""
+    def categories(self, shared: bool) -> pl.DataFrame:
+        """The renderer's timeline categories on the toggle's clock (cached per setting; idle gaps included)."""
+        if shared not in self._categories:
+            self._categories[shared] = timeline_categories(self.profile, shared_clock=shared)
+        return self._categories[shared]
+
+    def bars(self) -> pl.DataFrame:
+        """The cycles-per-group frame the bars draw: :func:`query` over the tiles the slider selects (the wall
+        clock, for ``wall_share``, is the whole profile's)."""
         c = self.crop
         lo, hi = self.tiles.value
+        shown = c.samples.filter(pl.col("tile").is_between(lo, hi))
+        return query(Crop(origin_cycle=c.origin_cycle, cropped_cycles=c.cropped_cycles, shared_clock=c.shared_clock,
+                          clock_hz=c.clock_hz, tiles=hi - lo + 1, samples=shown), by=self.by.value)
+
+    def update(self) -> None:
+        """Redraw the timeline and the cycles-per-group bars in place."""
+        self.status.value = busy("drawing")
+        c = self.crop
+        lo, hi = self.tiles.value
+        clock = "shared clock" if c.shared_clock else "cropped"
         try:
-            self.timeline_chart.chart = timeline(c, tiles=range(lo, hi + 1), color=self.color.value).properties(
-                width=720, title=f"tiles {lo}..{hi}, " + ("shared clock" if c.shared_clock else "cropped"))
-            shown = c.samples.filter(pl.col("tile").is_between(lo, hi))
-            self.bars_chart.chart = phase_bars(query(Crop(
-                origin_cycle=c.origin_cycle, cropped_cycles=c.cropped_cycles, shared_clock=c.shared_clock,
-                clock_hz=c.clock_hz, tiles=hi - lo + 1, samples=shown), by=self.by.value))
+            frame = self.categories(c.shared_clock) if self.color.value == "category" else c
+            self.timeline_chart.chart = timeline(frame, tiles=range(lo, hi + 1), color=self.color.value).properties(
+                width=720, title=f"tiles {lo}..{hi}, {clock}")
+            self.bars_chart.chart = phase_bars(self.bars(), scope=f"tiles {lo}..{hi}, {clock}")
         except ToolkitError as err:
-            self.status.value = f"<span style='color:firebrick'>{err}</span>"
+            self.status.value = (f"<span style='color:firebrick'>{err}</span><br><small>the charts below still show "
+                                 "the last setting that drew</small>")
             return
         self.status.value = (f"{c.tiles} tiles; {'shared clock' if c.shared_clock else 'cropped'}: "
                              f"{c.cropped_cycles:,} cycles = {c.cropped_seconds * 1e6:,.1f} us at "
-                             f"{c.clock_hz / 1e9:g} GHz; showing tiles {lo}..{hi}<br><small>{self._views()}</small>")
+                             f"{c.clock_hz / 1e9:g} GHz ({self.profile.source} profile); timeline and bars: "
+                             f"tiles {lo}..{hi}"
+                             f"<br><small>{self._views()}</small>")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

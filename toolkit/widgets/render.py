@@ -75,6 +75,15 @@ def chart_widget(chart: alt.TopLevelMixin | None) -> alt.JupyterChart:
     return ChartWidget(chart, embed_options={"renderer": "svg"})  # type: ignore[arg-type]  # None is allowed
 
 
+#: the class of an explorer's busy line: set at once when a control moves, replaced when the charts are drawn
+BUSY_CLASS = "toolkit-busy"
+
+
+def busy(what: str) -> str:
+    """An explorer's status while it works (``what``: "compiling row_block=36"), marked for the browser test."""
+    return f"<span class='{BUSY_CLASS}' style='color:gray'>&#8987; {what} ...</span>"
+
+
 def html_table(df: pl.DataFrame, *, title: str = "") -> str:
     """A small frame as a compact HTML table (:func:`toolkit.viz.text.html_table`), with an optional bold title."""
     return text.html_table(df, max(df.height, 1), title=title)

@@ -12,13 +12,14 @@ from toolkit.errors import OptionError
 from toolkit.pipeline import Compilation
 from toolkit.viz.memory import (
     MAP_COLORS,
+    event_count,
     memory_map,
     occupancy_heatmap,
     peak_breakdown,
     tile_peaks,
 )
 from toolkit.viz.occupancy import occupancy_over_time
-from toolkit.widgets.render import chart_widget
+from toolkit.widgets.render import busy, chart_widget
 
 BUSIEST = 12
 
@@ -72,10 +73,12 @@ class SramExplorer:
 
     def update(self) -> None:
         """Redraw the memory map and the peak breakdown of the selected tile in place."""
+        self.status.value = busy("drawing")
         objects, placement, occ = self._frames()
         tile = int(self.tile.value)
+        events = event_count(objects, occ)   # one event axis under the map and the line chart
         self.map_chart.chart = memory_map(objects, placement, self.target, tile, color=self.color.value,
-                                          occupancy=occ)
+                                          occupancy=occ, events=events)
         row = self.peaks.filter(pl.col("tile") == tile).row(0, named=True)
         if row["peak_event"] is None:
             self.breakdown_chart.chart = None
@@ -83,12 +86,12 @@ class SramExplorer:
             self.status.value = f"tile {tile} holds no objects: nothing is live on it"
             return
         self.breakdown_chart.chart = peak_breakdown(objects, placement, occ, self.target, tile, by=self.by)
-        self.over_time_chart.chart = occupancy_over_time(occ, [tile], target=self.target).properties(
+        self.over_time_chart.chart = occupancy_over_time(occ, [tile], target=self.target, events=events).properties(
             title=f"tile {tile}: live bytes per event")
         span = ("" if row["largest_free_at_peak_bytes"] is None else
                 f"; largest free span {row['largest_free_at_peak_bytes']:,} B at the peak, "
                 f"{row['min_largest_free_bytes']:,} B at its most fragmented event")
-        self.status.value = (f"tile {tile}: peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
+        self.status.value = (f"tile {tile}: placed peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
                              f"{row['capacity_bytes']:,} B) at event {row['peak_event']}{span}")
 
     def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
