@@ -17,7 +17,7 @@ def small_target():
     """64 KiB of standard region 0 (4 elements) below 256 KiB of interleaved region 1 (8 pairs): 320 KiB."""
     std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
     pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(8)]
-    return dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xC0000, load_limit=0xC0000,
+    return dataclasses.replace(ipu21(), memory_start=0x70000, staging_base=0x70000, memory_end=0xC0000, load_limit=0xC0000,
                                memory_elements=tuple(std + pairs))
 
 
@@ -213,7 +213,7 @@ def test_search_places_tile_where_greedy_orders_fail(shared_dir):
     # MiniMalloc instance J at half size on a 512 KiB tile: the greedy orders fail, the exact search fits
     std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
     pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(14)]
-    t = dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xF0000, load_limit=0xF0000,
+    t = dataclasses.replace(ipu21(), memory_start=0x70000, staging_base=0x70000, memory_end=0xF0000, load_limit=0xF0000,
                             memory_elements=tuple(std + pairs))
     d = pl.read_csv(shared_dir / "bench/placement/minimalloc/J.1048576.csv")
     objs = objects_frame([{"size_bytes": s // 2, "first": lo, "last": up - 1, "align": 16}
@@ -234,7 +234,7 @@ def test_search_places_data_around_pinned_code(shared_dir, code_bytes):
     # elements at the start of region 0 and the exact search places the data around them
     std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
     pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(14)]
-    t = dataclasses.replace(ipu21(), memory_start=0x70000, memory_end=0xF0000, load_limit=0xF0000,
+    t = dataclasses.replace(ipu21(), memory_start=0x70000, staging_base=0x70000, memory_end=0xF0000, load_limit=0xF0000,
                             memory_elements=tuple(std + pairs))
     d = pl.read_csv(shared_dir / "bench/placement/minimalloc/J.1048576.csv")
     end = int(d["upper"].max())
