@@ -84,4 +84,16 @@ def staged_moves(plan: OpPlan) -> list[dict[str, np.ndarray]]:
     return out
 
 
-__all__ = ["REDUCE_SLICE_MIN_COLS", "reduce_slices", "staged_moves"]
+def staged_sender_pieces(k, staging) -> np.ndarray:
+    """The pieces the busiest sender of a cell sends per epoch of a staged reduction (:func:`staged_moves`), on
+    average over the epochs: with ``k`` partials and N >= 2 per epoch every epoch has a partial whose ``k - 1``
+    pieces all go in it; streamed (N = 1), epoch ``e``'s senders are the partials ``e`` (to the reducers after it)
+    and ``e + 1`` (to those before it), so the busiest sends ``max(k - 1 - e, e + 1)``. Vectorized over plans."""
+    k, n = np.asarray(k, dtype=np.int64), np.asarray(staging, dtype=np.int64)
+    rem = np.maximum(k - 1, 1)
+    h = rem // 2
+    streamed = np.where(rem % 2 == 0, h * (3 * h + 1), (3 * h + 1) * (h + 1)) / rem   # sum over e of the max
+    return np.where(n == 1, streamed, rem.astype(float))
+
+
+__all__ = ["REDUCE_SLICE_MIN_COLS", "reduce_slices", "staged_moves", "staged_sender_pieces"]
