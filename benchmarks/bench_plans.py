@@ -41,8 +41,9 @@ EXPERIMENTS = Path(toolkit.__file__).parent / "data" / "plan_experiments.csv"
 FALLBACK = {"siglip-mlp-benchmark": "mlp-single-b1", "siglip-attention-benchmark": "attention-b1"}
 #: the real scheduler's per-phase horizons where a document gives them, by (family, member): (op, role, nth phase
 #: of that role, scheduled cycles). Roles: ``gather`` (before the op's compute), ``reduction`` (after it).
-#: ipu-stack docs/MLP_LAYOUT_ALTERNATIVES.md (the first phase moves fc1's weights; the other three are unchanged
-#: by a down result change, the doc says)
+#: ipu-stack docs/MLP_LAYOUT_ALTERNATIVES.md (the first phase moves fc1's weights: 7,048 is about one 288 x 48 F16
+#: up-weight block, 6,912 words, per tile plus one arrival, and the input's 184 x 288 panel could not fit in it;
+#: the experiments pin fc1 ``gathered`` for it; the other three are unchanged by a down result change, the doc says)
 _CONTROL = (("fc1", "gather", 0, 7_048), ("fc1", "reduction", 0, 3_779), ("fc2", "gather", 0, 31_382),
             ("fc2", "reduction", 0, 7_991))
 DOC_HORIZONS = {

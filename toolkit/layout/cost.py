@@ -99,12 +99,14 @@ def copy_cycles(size_bytes: np.ndarray, target: Target) -> np.ndarray:
 
 
 def phase_exchange_cycles(max_tile_bytes: np.ndarray, max_tile_fragments: np.ndarray, target: Target,
-                          runs: np.ndarray | int = 0) -> np.ndarray:
+                          runs: np.ndarray | int = 0, send_bytes: np.ndarray | None = None) -> np.ndarray:
     """Search estimate of one exchange phase: the exchange horizon rule (:func:`toolkit.costs.tile_horizon_cycles`,
     the one the lowering and the simulator lay phases out with) on its busiest tile, whose receives are
     ``max_tile_fragments`` cutovers, placed in the highest physical row, plus the phase overrun. The tile sends
-    as much as it receives (a reduce-scatter; a gather's receive lane is the longer anyway), ``runs`` of it in
-    strided partial-panel runs."""
+    as much as it receives (a reduce-scatter; a gather's receive lane is the longer anyway) unless
+    ``send_bytes`` says what the busiest sender sends (a staged reduction's epoch), ``runs`` of it in strided
+    partial-panel runs."""
     words = _ceil_div(np.asarray(max_tile_bytes, dtype=np.int64), target.word_bytes)
-    return (tile_horizon_cycles(words, max_tile_fragments, words, 0, max_tile_row(target), target, runs=runs)
+    sent = words if send_bytes is None else _ceil_div(np.asarray(send_bytes, dtype=np.int64), target.word_bytes)
+    return (tile_horizon_cycles(words, max_tile_fragments, sent, 0, max_tile_row(target), target, runs=runs)
             + phase_overhead_cycles(target))

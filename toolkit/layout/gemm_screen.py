@@ -22,6 +22,7 @@ from toolkit.layout.cost import (
     vector_cycles,
 )
 from toolkit.layout.plans import LayoutParams
+from toolkit.layout.reduction import staged_sender_pieces
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 
@@ -113,8 +114,10 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     # a piece narrower than its cell whose rows are not whole 32-byte AMP panel rows leaves row by row
     strided = (piece_c < c_max) & (piece_c * PARTIAL_BYTES[partials] % target.costs.exchange_panel_row_bytes != 0)
     runs = np.where(strided, piece_r * per_tile, 0)                 # partial-panel runs per remote piece
-    red_x = np.where(staged, full * phase_exchange_cycles(slab * step, step + 1, target, runs * step)
-                     + (rem > 0) * phase_exchange_cycles(slab * rem, rem + 1, target, runs * rem),
+    pieces = staged_sender_pieces(k, staging)   # fixed partial groups: an epoch's senders send all their pieces
+    sender, s_runs = (np.round(x * pieces).astype(np.int64) for x in (slab, runs))
+    red_x = np.where(staged, full * phase_exchange_cycles(slab * step, step + 1, target, s_runs, sender)
+                     + (rem > 0) * phase_exchange_cycles(slab * rem, rem + 1, target, s_runs, sender),
                      phase_exchange_cycles(slab * k, k, target, runs * (k - 1)))
     epochs = np.maximum(full + (rem > 0), 1)
     exchange = exchange + np.where(split, red_x, 0)

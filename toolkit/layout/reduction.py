@@ -3,9 +3,10 @@
 A plan with ``k`` inner partitions writes ``k`` FP16 partials of every output
 piece; the reducing tile of a piece receives them and sums them (the FP16
 reduction). Unstaged, every partial arrives in one exchange; a staged plan
-(``staging`` N) receives N per epoch, in a rotated order so the tiles of a cell
-send to different reducers in each epoch, and adds them to the running sum the
-earlier epochs left in the output.
+(``staging`` N) receives N remote partials per epoch, in partial order (fixed
+groups: the sender of a partial sends all its pieces in the same epoch, as the
+hardware's ``ReductionStaging::Batched`` does), and adds them to the running sum
+the earlier epochs left in the output.
 """
 
 from __future__ import annotations
@@ -40,11 +41,17 @@ def staged_moves(plan: OpPlan) -> list[dict[str, np.ndarray]]:
     """The epochs of a staged reduction (``plan.staging`` N), one dict of arrays per epoch.
 
     Every reducing slot (one result piece on one of its cell's inner tiles)
-    takes the cell's partials in a rotated order: its own first, then the
-    partial of the next inner tile, and so on, so in each epoch the tiles of a
-    cell send to different reducers instead of all sending one partial's
-    pieces at once. Epoch 0 holds the own partial and N remote ones, every
-    later epoch the next N. Per epoch and (slot, position): ``slot`` (reduce
+    takes its own partial first, then the cell's other partials in partial
+    order (its remote list ``0 .. k-1`` without its own): fixed partial groups,
+    so an epoch's senders each send all (or, at a group edge, part) of their
+    pieces in it while the other inner tiles of the cell send nothing. This is
+    how the hardware's bounded reduction groups run (ipu-stack
+    MLP_LAYOUT_ALTERNATIVES.md "Bounded reduction groups": batched7 turns the
+    down reduction's 7,991-cycle exchange into two of 5,132 and 4,979, each
+    about one sender's whole partial of ~4,700 words plus latency; the
+    increments of batched4/2 and streamed fit the same groups). Epoch 0 holds
+    the own partial and the first N remote ones, every later epoch the next N.
+    Per epoch and (slot, position): ``slot`` (reduce
     need slot), ``pos`` (place in the epoch's buffer), ``count`` (the epoch's
     partials for that slot), ``g`` (the partial), ``src_chunk`` and
     ``src_tile`` (where that partial of the cell lies), ``dst_tile`` and the
@@ -66,7 +73,8 @@ def staged_moves(plan: OpPlan) -> list[dict[str, np.ndarray]]:
     for lo, hi in itertools.pairwise(bounds):
         q = np.arange(lo, hi)
         sl, qq = np.repeat(np.arange(len(slot)), len(q)), np.tile(q, len(slot))
-        g = (own[sl] + qq) % s
+        j = qq - 1                                          # place in the slot's remote list
+        g = np.where(qq == 0, own[sl], j + (j >= own[sl]))
         out.append({
             "slot": slot[sl], "pos": qq - lo, "count": np.full(len(sl), hi - lo), "g": g,
             "src_chunk": (g * nr + cr[sl]) * nc + cc[sl], "src_tile": cell_tiles[sl, g], "dst_tile": dst[sl],
@@ -76,4 +84,16 @@ def staged_moves(plan: OpPlan) -> list[dict[str, np.ndarray]]:
     return out
 
 
-__all__ = ["REDUCE_SLICE_MIN_COLS", "reduce_slices", "staged_moves"]
+def staged_sender_pieces(k, staging) -> np.ndarray:
+    """The pieces the busiest sender of a cell sends per epoch of a staged reduction (:func:`staged_moves`), on
+    average over the epochs: with ``k`` partials and N >= 2 per epoch every epoch has a partial whose ``k - 1``
+    pieces all go in it; streamed (N = 1), epoch ``e``'s senders are the partials ``e`` (to the reducers after it)
+    and ``e + 1`` (to those before it), so the busiest sends ``max(k - 1 - e, e + 1)``. Vectorized over plans."""
+    k, n = np.asarray(k, dtype=np.int64), np.asarray(staging, dtype=np.int64)
+    rem = np.maximum(k - 1, 1)
+    h = rem // 2
+    streamed = np.where(rem % 2 == 0, h * (3 * h + 1), (3 * h + 1) * (h + 1)) / rem   # sum over e of the max
+    return np.where(n == 1, streamed, rem.astype(float))
+
+
+__all__ = ["REDUCE_SLICE_MIN_COLS", "reduce_slices", "staged_moves", "staged_sender_pieces"]

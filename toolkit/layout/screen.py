@@ -31,6 +31,7 @@ from toolkit.layout.cost import (
 from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
 from toolkit.layout.layout import Layout, segmented_bounds
 from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
+from toolkit.layout.reduction import staged_sender_pieces
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 
@@ -321,8 +322,10 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         recv_red = _per_cell(plan.reduce_need, _slot_bytes(plan.reduce_need, PARTIAL_BYTES[p.partials]), n)
         red = np.bincount(key, weights=recv_red, minlength=n_w * tiles).reshape(n_w, tiles).max(axis=1)
         per_epoch = red * min(step + 1, s) // s               # an epoch's share of the partials (upper bound)
+        # staged: fixed partial groups, an epoch's busiest sender sends all its pieces (staged_moves)
+        sender = (red * staged_sender_pieces(s, step) // s).astype(np.int64) if plan.staging else None
         est["exchange"] += epochs * int(phase_exchange_cycles(per_epoch, np.full(n_w, min(step + 1, s)),
-                                                              target).sum())
+                                                              target, send_bytes=sender).sum())
         est["syncs"] += n_w * epochs
         est["phases"] += 3 * n_w * epochs
     rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)

@@ -16,7 +16,7 @@ def reduce_scatter(prog: Program, plan: OpPlan, op: dict, cells: np.ndarray, par
     """Reduce-scatter inner-split partials: each tile of a (row block, panel) sums one column slice of it.
 
     A staged plan (``plan.staging`` N, :func:`toolkit.layout.reduction.staged_moves`)
-    receives the partials N per epoch in a rotated order; every epoch after
+    receives the partials N per epoch in fixed partial groups; every epoch after
     the first adds its partials to the sum the earlier ones left in the output
     (one more FP16 input to the reduction).
     """
