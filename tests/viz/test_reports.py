@@ -203,6 +203,10 @@ def test_sram_render_cli_bad_input(tmp_path):
     assert r.exit_code == 2 and "--tiles=0 must be a positive" in r.output
     r = runner.invoke(app, ["sram", "render", str(tmp_path / "nope"), "-o", out])
     assert r.exit_code == 2 and "case" in r.output and "does not exist" in r.output
-    r = runner.invoke(app, ["sram", "render", str(tmp_path), "-o", out])
+    empty = tmp_path / "empty"   # a directory that is not a case (the output lies outside it)
+    empty.mkdir()
+    r = runner.invoke(app, ["sram", "render", str(empty), "-o", out])
     assert r.exit_code == 2 and "manifest" in r.output
-    assert not list(tmp_path.iterdir())
+    r = runner.invoke(app, ["sram", "render", str(empty), "-o", str(empty / "sram.html")])
+    assert r.exit_code == 2 and "inside the input" in r.output   # an output inside the input case is refused
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"] and not list(empty.iterdir())

@@ -121,7 +121,7 @@ def compile_cmd(
         for line in _footnotes(labelled, c.workload):
             typer.echo(line)
         layout = summary.select("local_rows", "row_block", "plans", "weight_class", "fused_qkv", "placed")
-        what = {"local_rows": "rows per tile each matmul runs (what runs)",
+        what = {"local_rows": "what runs: rows per tile of each matmul",
                 "row_block": "attention and residual stream rows per tile (a plan chain's matmuls run local_rows)"}
         pairs = pl.DataFrame({"field": layout.columns, "value": [str(v) for v in layout.row(0)],
                               "what": [what.get(k, "") for k in layout.columns]})
