@@ -17,8 +17,8 @@ def small_target():
     """64 KiB of standard region 0 (4 elements) below 256 KiB of interleaved region 1 (8 pairs): 320 KiB."""
     std = [Element(offset=0x70000 + i * 16 * KIB, size=16 * KIB, region=0, interleaved=False) for i in range(4)]
     pairs = [Element(offset=0x80000 + i * 32 * KIB, size=32 * KIB, region=1, interleaved=True) for i in range(8)]
-    return dataclasses.replace(ipu21(), memory_start=0x70000, staging_base=0x70000, memory_end=0xC0000, load_limit=0xC0000,
-                               memory_elements=tuple(std + pairs))
+    return dataclasses.replace(ipu21(), memory_start=0x70000, staging_base=0x70000, memory_end=0xC0000,
+                               load_limit=0xC0000, memory_elements=tuple(std + pairs))
 
 
 def addresses(p):
