@@ -81,3 +81,13 @@ def test_every_wrong_typed_public_call_raises_the_toolkit_error_naming_the_argum
         else:
             bad.append(f"{name}({pname}={wrong!r}): accepted")
     assert not bad, f"{len(bad)} of {len(calls)} wrong-typed calls:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("stage", ["schedule", "exchange", "tiles", "target"])
+@pytest.mark.parametrize("wrong", [1, "x", {"a": 1}, object()])
+def test_simulate_refuses_a_wrong_typed_stage_result_by_name(small, stage, wrong) -> None:
+    """Given stage by stage, each result is of its stage's type (a Compilation may stand for all four)."""
+    given = {"schedule": small.schedule, "exchange": small.exchange, "tiles": small.tiles, "target": small.target}
+    with pytest.raises(toolkit.ToolkitError, match=stage) as err:
+        toolkit.simulate(**{**given, stage: wrong})
+    assert err.value.field == stage

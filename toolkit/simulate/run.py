@@ -47,6 +47,7 @@ def simulate(schedule: Schedule | Any, exchange: Exchange | None = None, tiles: 
     object holding those four results may stand for them.
     """
     sched, exchange, tiles, target = program_of(PROGRAM, schedule, exchange, tiles, target)
+    _check_program(sched, exchange, tiles, target)
     if isinstance(base_cycle, bool) or not isinstance(base_cycle, int | np.integer) or not 0 <= base_cycle < WRAP:
         msg = f"base_cycle={base_cycle!r} is not a 32-bit counter value; use an integer in [0, 2**32)"
         raise OptionError(msg, field="base_cycle", value=base_cycle)
@@ -157,6 +158,22 @@ def _compute_steps(commands: pl.DataFrame, cal: pl.DataFrame | None) -> pl.DataF
     return (per_kernel.sort("est_cycles", "kernel", descending=[True, False])
             .group_by("phase", "tile")
             .agg(pl.col("est_cycles").sum().alias("compute_cycles"), pl.col("kernel", "invocations").first()))
+
+
+#: what a simulation reads of each stage result (any object with these fields may stand for the result)
+_READS = {"schedule": ("commands", "phases"), "exchange": ("groups", "passes"), "tiles": ("steps",),
+          "target": ("costs", "tiles")}
+
+
+def _check_program(*given: Any) -> None:
+    """Each stage result a simulation reads has its stage's fields (a wrong value is refused by name, not met
+    later as an AttributeError deep in the simulation)."""
+    for name, value in zip(PROGRAM, given, strict=True):
+        missing = [f for f in _READS[name] if not hasattr(value, f)]
+        if missing:
+            msg = (f"simulate: {name} must be the {name} stage's result (with {', '.join(_READS[name])}), got "
+                   f"{type(value).__name__} without {missing[0]}; pass the stage results, or one toolkit.Compilation")
+            raise OptionError(msg, field=name, value=type(value).__name__)
 
 
 def program_of(names: tuple[str, ...], *given: Any) -> tuple:
