@@ -16,15 +16,9 @@ import toolkit
 from toolkit.errors import InfeasibleError, OptionError, ToolkitWarning
 from toolkit.graph.builders import mlp_block
 from toolkit.graph.presets import PRESETS
+from toolkit.layout.constraints import constraint_plan, read_constraint, write_constraint
 from toolkit.layout.cost import amp_cycles
-from toolkit.layout.gemm import (
-    GemmPlan,
-    balanced_bounds,
-    constraint_plan,
-    parse_plan,
-    read_constraint,
-    write_constraint,
-)
+from toolkit.layout.gemm import GemmPlan, balanced_bounds, parse_plan
 from toolkit.layout.gemm_search import _check_fits
 from toolkit.layout.ipu_stack import op_numbers
 from toolkit.layout.mapping import tile_permutation

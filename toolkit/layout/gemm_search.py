@@ -23,7 +23,8 @@ import polars as pl
 
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
-from toolkit.layout.gemm import GemmPlan, constraint_plan, parse_plan, read_constraint
+from toolkit.layout.constraints import constraint_plan, read_constraint
+from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
 from toolkit.layout.ipu_stack import normalize_memory, resolve_number
 from toolkit.layout.screen import region0_free_bytes, region1_bytes

@@ -24,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 
 from toolkit.errors import OptionError
-from toolkit.layout.gemm import GemmPlan, write_constraint
+from toolkit.layout.constraints import write_constraint
+from toolkit.layout.gemm import GemmPlan
 
 #: ipu-stack operations per op of ours, by rule (``fused`` linear: one gemm and three slices; ``scores``: three
 #: split_heads and the flash_attention that also runs softmax and values); rules not listed count zero

@@ -52,7 +52,7 @@ def tile_permutation(mapping: str | tuple[int, ...] | list[int] | None, tiles: i
             msg = (f"option tile_mapping must be a permutation of the {tiles} compute tiles (each of 0 .. "
                    f"{tiles - 1} once, indexed by planned tile), got {len(mapping)} entries")
             raise OptionError(msg, field="tile_mapping", value=f"list of {len(mapping)}")
-        return tuple(int(t) for t in perm)
+        return tuple(perm.tolist())
     if not isinstance(mapping, str):
         msg = f"option tile_mapping={mapping!r} must be a mapping name ({', '.join(MAPPINGS)}) or a list of tiles"
         raise OptionError(msg, field="tile_mapping", value=mapping)
@@ -74,7 +74,7 @@ def tile_permutation(mapping: str | tuple[int, ...] | list[int] | None, tiles: i
         raise OptionError(msg, field="tile_mapping", value=mapping)
     t = np.arange(tiles)
     perm = group * (t // group) + (group // width) * (t % width) + (t % group) // width
-    return tuple(int(x) for x in perm)
+    return tuple(perm.tolist())
 
 
 def map_plans(plans: list, perm: tuple[int, ...]) -> list:
