@@ -45,7 +45,8 @@ def test_every_measured_kernel_row_within_the_limits() -> None:
 
 @pytest.mark.parametrize("kernel", sorted(costs.KERNELS))
 def test_every_kernel_kind_has_a_measured_row(kernel) -> None:
-    assert kernel in set(measured()["kernel"]) or kernel == "cast"   # the cast is derived from the paced copy
+    # the cast is derived from the paced copy; the unpack's one hardware figure is a phase saving (test_unpack.py)
+    assert kernel in set(measured()["kernel"]) or kernel in ("cast", "unpack")
 
 
 def test_fp8_runs_at_twice_the_fp16_rate() -> None:

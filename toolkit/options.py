@@ -20,6 +20,9 @@ ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
 WEIGHT_DTYPES = ("f8_143", "f8_152", "f16")
 PARTIALS = ("f16", "f32")
+#: how swapped Q / K projection results are unpacked for the scores (layout.plans.qk_preparation): each in its own
+#: projection's phase, or both in one phase on disjoint owners (the hardware's current grouping)
+QK_PREPARATIONS = ("grouped", "separate")
 STREAM_WEIGHTS = ("resident", "gathered")   # how LayerNorm parameters are kept (see LayoutParams.stream_weights)
 #: operand precision of the attention products QK (scores) and PV (values): FP16, or F143 on the FP8 AMP
 PRODUCT_DTYPES = ("f16", "f8_143")
@@ -59,6 +62,7 @@ class Options:
     pv_dtype: str = "f16"                      # attention values product P V: f16 | f8_143
     pv_cast: str = "late"                      # early (softmax and V store F143) | late (the product casts)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
+    qk_preparation: str = "grouped"            # QK_PREPARATIONS: swapped Q / K unpacks grouped | separate
     stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
                                                # the graph repeats, resident otherwise)
     simulate: bool = True                      # attach a simulated cycle profile
@@ -89,6 +93,10 @@ class Options:
         if self.partials not in PARTIALS:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
+        if self.qk_preparation not in QK_PREPARATIONS:
+            msg = (f"option qk_preparation={self.qk_preparation!r} must be one of {QK_PREPARATIONS}: swapped Q and K "
+                   f"results unpacked in one phase on disjoint owners, or each in its own projection's phase")
+            raise OptionError(msg, field="qk_preparation", value=self.qk_preparation)
         if self.stream_weights is not None and self.stream_weights not in STREAM_WEIGHTS:
             msg = (f"option stream_weights={self.stream_weights!r} must be one of {STREAM_WEIGHTS} "
                    f"(or None to search it)")

@@ -127,6 +127,13 @@ class Costs:
     copy_call_cycles: int = 288
     copy_bytes_per_cycle: int = 8
     cast_bytes_per_cycle: int = 8
+    # unpack of a swapped (transposed-left) AMP result into row-major Q / K (ipu-stack's unpack_transposed_amp_f16
+    # worker, kernel/rearrange.rs): 300 + ceil(rows / 12) (100 + ceil(physical cols / 2) 90); six workers take row
+    # pairs, about fifteen issue slots per two columns
+    unpack_call_cycles: int = 300
+    unpack_pass_rows: int = 12
+    unpack_pass_cycles: int = 100
+    unpack_column_pair_cycles: int = 90
     launch_cycles: int = 11                # supervisor kernel launch (SDK constant)
     # exchange (section 4): max(payload / 4 B per cycle, control) per tile; per-phase overrun; global sync
     exchange_send_cycles: int = 2
@@ -157,8 +164,8 @@ class Costs:
                 _fail(f"costs.{f.name}", value, f"is above {MAX_COST:,}, the largest cost constant the cost "
                                                 "formulas accept (products of them must fit 64 bits)")
         for name in ("amp_panel_depth_f16", "amp_panel_depth_f8", "amp_panel_cols", "reduce_pass_elements",
-                     "gelu_block_elements", "copy_bytes_per_cycle", "cast_bytes_per_cycle", "exchange_column_tiles",
-                     "exchange_row_tiles", "exchange_panel_row_bytes"):
+                     "gelu_block_elements", "copy_bytes_per_cycle", "unpack_pass_rows", "cast_bytes_per_cycle",
+                     "exchange_column_tiles", "exchange_row_tiles", "exchange_panel_row_bytes"):
             if getattr(self, name) == 0:
                 _fail(f"costs.{name}", 0, "must be positive (it divides)")
 
@@ -183,7 +190,7 @@ def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
         ("amp_matmul_f16", 6144), ("amp_matmul_f8", 6656), ("amp_matmul_f16_p32", 6656), ("amp_matmul_f8_p32", 7168),
         ("reduce", 1024), ("layernorm", 2304), ("add_layernorm", 2560), ("bias_gelu", 1792),
         ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
-        ("copy", 512), ("scale", 640),
+        ("copy", 512), ("unpack", 512), ("scale", 640),
     )
 
 

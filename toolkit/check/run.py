@@ -179,7 +179,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
         copy = (sflat, bstart[piece] + packed, slen, dflat, bstart[dpiece] + dpacked, dlen)
         total = int(nbytes.sum())
         copy_obj = iterated_sources(src[piece], sram)
-    kc = cmds[~is_copy]
+    kc = cmds[~is_copy & (t.kernel[cmds] != "unpack")]   # an unpack reorders a result in place: values unchanged
     groups: list[Group] = []
     if len(kc):
         has_w = t.wts[0, kc] >= 0

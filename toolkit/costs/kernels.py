@@ -16,7 +16,8 @@ import polars as pl
 from toolkit.options import PARTIALS
 from toolkit.target import Costs, Target
 
-KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast")
+KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast",
+           "unpack")
 DTYPES = ("f16", "f8")
 OUTPUTS = ("plain", "packed")
 #: the element type (``f16`` / ``f8``) each stored tensor dtype feeds the AMP with
@@ -233,6 +234,25 @@ def _cast(x: Cols, c: Costs) -> np.ndarray:
     return np.where(x["cols"] == 0, 0, c.copy_call_cycles + _cdiv(x["cols"], c.cast_bytes_per_cycle))
 
 
+def _unpack(x: Cols, c: Costs) -> np.ndarray:
+    """Unpack of a swapped GEMM's result (the AMP's transposed-left order) into row-major rows of ``cols``.
+
+    ipu-stack's ``unpack_transposed_amp_f16`` worker (``kernel/rearrange.rs``;
+    its cost rule, no separate hardware fixture): six workers take row pairs,
+    about fifteen issue slots per two columns,
+    ``300 + ceil(rows / 12) (100 + ceil(C' / 2) 90)`` with ``C'`` the columns
+    padded to the AMP's 16-column micro-panel. Checked against the one
+    hardware figure that isolates it: grouping the Q and K unpacks into one
+    phase saved 12,576 cycles (docs/QKV_PREPARATION.md), against 12,020 for
+    one 16 x 116 unpack plus the 600-cycle sync.
+    """
+    rows, cols = np.asarray(x["rows"], dtype=np.int64), np.asarray(x["cols"], dtype=np.int64)
+    padded = _cdiv(cols, c.amp_panel_cols) * c.amp_panel_cols
+    cyc = c.unpack_call_cycles + _cdiv(rows, c.unpack_pass_rows) * (
+        c.unpack_pass_cycles + _cdiv(padded, 2) * c.unpack_column_pair_cycles)
+    return np.where(rows * cols == 0, 0, cyc)
+
+
 RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "matmul": _matmul,
     "reduce": _reduce,
@@ -244,6 +264,7 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "softmax": _softmax,
     "copy": _copy,
     "cast": _cast,
+    "unpack": _unpack,
 }
 
 

@@ -86,6 +86,11 @@ def cast_cycles(elements: np.ndarray, target: Target) -> np.ndarray:
     return cycles("cast", target, rows=1, cols=np.asarray(elements) * DTYPE_BYTES["f16"])
 
 
+def unpack_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
+    """Cycles of one unpack of a swapped GEMM's ``rows x cols`` result into row-major rows (plus its launch)."""
+    return cycles("unpack", target, rows=rows, cols=cols) + target.costs.launch_cycles
+
+
 def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Target,
                   partials_dtype: str = "f16") -> np.ndarray:
     """Cycles of one reduction of ``partials`` partial slices into ``elements`` outputs (plus its launch)."""

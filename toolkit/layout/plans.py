@@ -51,6 +51,8 @@ class LayoutParams:
     stream_weights: str = "resident"  # LayerNorm gamma / beta: resident on every home tile, or gathered (stored
                                       # once, in pieces over the home tiles, and gathered before every use)
     tile_mapping: tuple[int, ...] = ()  # execution tile of every planned tile (layout.mapping; (): the identity)
+    qk_preparation: str = "grouped"   # QK_PREPARATIONS: swapped Q / K results unpack in one phase each
+                                      # (separate) or both in the K projection's phase on disjoint owners
 
     def plan_of(self, op_name: str) -> GemmPlan | None:
         """The op's own GEMM plan, or None (it follows the global grid)."""
@@ -94,6 +96,10 @@ class OpPlan:
     swapped: bool = False            # the kernel runs the transposed product: its rows are the cell's columns and
                                      # the left panel (need ``coefficient``) is the AMP coefficient
     weight_class: str = ""           # the op's own coefficient memory class ("": the layout's)
+    unpack: tuple[int, int] | None = None  # output columns [lo, hi) a swapped projection unpacks into row-major
+                                     # rows for the attention scores (Q, K; V's consumer reads the AMP order)
+    unpack_later: bool = False       # grouped preparation: this op's unpack runs in the next unpacking op's last
+                                     # compute phase, beside it on disjoint owners
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -139,8 +145,11 @@ def linear_grid(n_r: int, cols: int, inner: int, p: LayoutParams, tiles: int) ->
 
 
 def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutParams, rows_bounds: np.ndarray,
-                tiles: int, precision: str = "f16", gemm: GemmPlan | None = None) -> OpPlan:
-    """The plan of one linear op: the layout's global grid, or its own ``gemm`` plan (balanced shards, one wave)."""
+                tiles: int, precision: str = "f16", gemm: GemmPlan | None = None, root_shift: int = 0) -> OpPlan:
+    """The plan of one linear op: the layout's global grid, or its own ``gemm`` plan (balanced shards, one wave).
+
+    ``root_shift``: the result pieces of every cell move that many inner tiles on (mod the inner shards), so
+    that two projections of one plan reduce onto disjoint owners (grouped Q / K preparation)."""
     rows, cols, inner = op["rows"], op["cols"], op["inner"]
     if gemm is not None:
         rows_bounds = balanced_bounds(rows, gemm.m)
@@ -199,7 +208,7 @@ def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutP
             a, b = gemm.result_split(int(np.diff(col_b).min()))
             red_rows, ja, row_shard = sub_bounds(rows_bounds, a)
             slice_b, jb, panel = sub_bounds(col_b, b)
-            jj = ja[:, None] * b + jb[None, :]
+            jj = (ja[:, None] * b + jb[None, :] + root_shift) % n_s
             red_tiles = ct[row_shard[:, None], panel[None, :], jj]
             red_cells = ci[row_shard[:, None], panel[None, :], jj]
         red = Layout((n_s, rows, cols), (np.array([0, n_s]), red_rows, slice_b), red_tiles[None, ..., None],
@@ -211,6 +220,65 @@ def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutP
     return plan
 
 
+
+
+#: a projection whose result needs no unpack: (column span, runs later, root shift)
+UNPACKED: tuple[tuple[int, int] | None, bool, int] = (None, False, 0)
+
+
+def qk_preparation(ops: list[dict], tensors: dict, p: LayoutParams, batch: int) -> dict[int, tuple]:
+    """Per swapped projection result read as Q or K by an attention's scores: (columns to unpack, whether its
+    unpack waits for the next one, its result pieces' inner-tile shift); see :data:`UNPACKED`.
+
+    A swapped GEMM stores its result in the AMP's transposed-left order; the scores product reads Q and K as
+    row-major rows, so they are unpacked first (docs/QKV_PREPARATION.md: V's consumer copies panels from the
+    projection order and needs none). Under ``p.qk_preparation == "grouped"`` the first of a Q / K pair waits
+    and runs beside the second, whose result pieces move to the next inner tiles (disjoint owners when both
+    run one plan), as the hardware's grouped preparation does (920 owners in one phase, not 460 in two).
+    """
+    producer = {op["output"]: op for op in ops}
+    spans: dict[int, list[tuple[int, int]]] = {}
+    pairs = []
+    for i, op in enumerate(ops):
+        if op["rule"] != "scores":
+            continue
+        acts = [t for t in op["inputs"] if tensors[t]["role"] in ("input", "activation", "output")]
+        values = next((o for o in ops[i + 1:] if o["rule"] == "values"), None)
+        v = ([t for t in values["inputs"] if tensors[t]["role"] in ("input", "activation", "output")][-1]
+             if values is not None else None)
+        src = {"q": acts[0], "k": acts[-1], "v": v}
+        width = int(op["groups"]) // batch * int(op["inner"])
+        for role in "qk":
+            t = src[role]
+            gemm = p.plan_of(producer[t]["name"]) if t in producer else None
+            if gemm is None or not gemm.swapped or producer[t]["rule"] != "linear":
+                continue
+            off = [y for y in "qkv" if src[y] == t].index(role) * width
+            spans.setdefault(t, []).append((off, off + width))
+        if src["q"] != src["k"] and src["q"] in spans and src["k"] in spans:
+            pairs.append(sorted((src["q"], src["k"]), key=lambda t: producer[t]["op_id"]))
+    out = {t: ((min(lo for lo, _ in s), max(hi for _, hi in s)), False, 0) for t, s in spans.items()}
+    if p.qk_preparation == "grouped":
+        for first, second in pairs:
+            g = p.plan_of(producer[first]["name"])
+            a, b = g.result_split(int(producer[first]["cols"]) // g.n)   # linear_plan's narrowest panel
+            out[first] = (out[first][0], True, 0)
+            out[second] = (out[second][0], False, a * b)
+    return out
+
+
+def unpack_chunks(plan: OpPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The output slots a swapped projection unpacks (``plan.unpack``), with the rows and columns of each: the
+    slot's columns inside the unpack span, all its rows (empty without an unpack)."""
+    if plan.unpack is None:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    ch = plan.output.chunks()
+    lo, hi = plan.unpack
+    cols = np.maximum(0, np.minimum(ch["c1"], hi) - np.maximum(ch["c0"], lo))
+    rows = (ch["r1"] - ch["r0"]) * (ch["g1"] - ch["g0"])
+    keep = np.nonzero((cols > 0) & (plan.output.tiles.ravel() >= 0))[0]
+    return keep, rows[keep], cols[keep]
 
 
 def _fields(plan: OpPlan) -> dict:
@@ -237,14 +305,14 @@ def identity(layout: Layout) -> Layout:
     return layout.with_cells(np.arange(layout.tiles.size))
 
 
-def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict) -> tuple:
+def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict | None = None) -> tuple:
     """The parameters an op's plan depends on."""
     kind = op["kind"]
     ins = list(op["inputs"])
     if op["rule"] == "linear":
         gemm = p.plan_of(op["name"])
         if gemm is not None:
-            return ("gemm", gemm, p.partials)
+            return ("gemm", gemm, p.partials, (prep or {}).get(op["output"], UNPACKED))
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
     if kind == "matmul":
         return ("attention", p.row_block, p.plan_of(op["name"]))
@@ -317,13 +385,14 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     plans: list[OpPlan] = []
     attn_cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     qkv_src: dict[str, int] = {}
+    prep = qk_preparation(ops, tensors, p, batch)
     for op in ops:
         ins = list(op["inputs"])
         out = op["output"]
         kind = op["kind"]
         acts = [t for t in ins if tensors[t]["role"] in ("input", "activation", "output")]
         wts = [t for t in ins if tensors[t]["role"] == "weight"]
-        key = _op_key(op, tensors, p, key_of)
+        key = _op_key(op, tensors, p, key_of, prep)
         key_of[out] = key
         if op["rule"] == "scores":    # inputs: Q then K (a fused QKV tensor: one input holding both)
             qkv_src.update(q=acts[0], k=acts[-1])
@@ -342,8 +411,11 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             continue
         if kind == "matmul" and wts:
             rows_b = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)[0]
+            span, later, shift = prep.get(out, UNPACKED)
             plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, out, p, rows_b, tiles,
-                               PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]))
+                               PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]), root_shift=shift)
+            if span is not None:
+                plan = OpPlan(**{**_fields(plan), "unpack": span, "unpack_later": later})
         elif kind == "matmul":   # queries: the op's rows; keys: the scores' columns, the values' inner
             tokens, keys = int(op["rows"]), int(op["cols"] if op["rule"] == "scores" else op["inner"])
             heads = int(op["groups"]) // batch
@@ -373,15 +445,14 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                 needs = {src["q"]: qkv_need(shape, batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True)}
                 k_need = qkv_need(_tensor3(tensors, src["k"]), batch, heads, keys, hd, off["k"], ct, rb,
                                   by_row_block=False)
-                if src["k"] in needs:  # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)
-                    needs[-src["k"] - 1] = k_need
-                else:
-                    needs[src["k"]] = k_need
+                # fused: Q and K slices of one tensor, two needs -> key by (tensor, slot)
+                k_key = -src["k"] - 1 if src["k"] in needs else src["k"]
+                needs[k_key] = k_need
                 rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
                 shape_arr = np.stack([rows, np.full(cells, keys), np.full(cells, hd), np.ones(cells, int)], -1)
                 plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="scores", kernel="amp_matmul_f16",
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
-                              needs=needs, output=s_lay)
+                              needs=needs, output=s_lay, coefficient=k_key)
             else:
                 probs = acts[0]
                 needs = {probs: s_lay,   # in place after shared-row scores; gathered after a scores grid
@@ -396,7 +467,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                                o_cells)
                 plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="values", kernel="amp_matmul_f16",
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
-                              needs=needs, output=o_lay)
+                              needs=needs, output=o_lay, coefficient=src["v"])
         elif kind in ("layernorm", "add"):
             _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)

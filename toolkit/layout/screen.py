@@ -26,11 +26,12 @@ from toolkit.layout.cost import (
     amp_cycles,
     phase_exchange_cycles,
     reduce_cycles,
+    unpack_cycles,
     vector_cycles,
 )
 from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
 from toolkit.layout.layout import Layout, segmented_bounds
-from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph
+from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph, unpack_chunks
 from toolkit.layout.reduction import staged_sender_pieces
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
@@ -302,6 +303,10 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         calls = np.ones(n, dtype=np.int64)
         per = np.bincount(key, weights=cyc, minlength=n_w * tiles).reshape(n_w, tiles)
         compute = dict.fromkeys(WEIGHT_CLASSES, int(per.max(axis=1).sum()))
+    if plan.unpack is not None and not plan.unpack_later:   # grouped: the first unpack runs beside this one
+        _slots, rows, cols = unpack_chunks(plan)
+        extra = int(unpack_cycles(rows, cols, target).max(initial=0))
+        compute = {cls: cyc + extra for cls, cyc in compute.items()}
     est = {"kernel": plan.kernel, "compute": compute, "exchange": 0, "syncs": 0, "phases": n_w,
            "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)
                            .max(axis=1).sum())}

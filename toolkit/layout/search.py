@@ -154,6 +154,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 
     def add(p: LayoutParams, g: Graph, cache: dict) -> None:
         ops, tensors, reps = prepared[p.fused_qkv]
+        p = dataclasses.replace(p, qk_preparation=options.qk_preparation)
         # both depend on the matmuls' grid and plans only, not on the stream's rows or LayerNorm parameters
         key = ("linear bound", p.fused_qkv, p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block,
                p.plans)

@@ -23,10 +23,11 @@ from toolkit.layout.cost import (
     PARTIAL_BYTES,
     amp_cycles,
     cast_cycles,
+    unpack_cycles,
     vector_cycles,
 )
 from toolkit.layout.layout import Layout, route
-from toolkit.layout.plans import LayoutParams, OpPlan
+from toolkit.layout.plans import LayoutParams, OpPlan, unpack_chunks
 from toolkit.schedule.program import Program
 from toolkit.schedule.program import slot_of_cell as _slot_of_cell
 from toolkit.schedule.reduce import reduce_scatter
@@ -72,6 +73,7 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
     layout_of: dict[int, Layout] = {}
     objs_of: dict[int, np.ndarray] = {}
     inputs: set[int] = set()
+    unpacks: list[tuple[OpPlan, np.ndarray]] = []   # swapped results whose unpack waits for the next one
     for op, plan in zip(ops, plans, strict=True):
         n_cells = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
@@ -93,6 +95,11 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
             out_objs[out_slot[out_cells]] = new_out
         layout_of[op["output"]] = plan.output
         objs_of[op["output"]] = out_objs
+        if plan.unpack is not None:   # swapped Q / K results: unpacked for the scores (grouped: two in one phase)
+            unpacks.append((plan, out_objs))
+            if not plan.unpack_later:
+                _unpack(prog, unpacks, prog.phases.count - 1)
+                unpacks = []
         if carried and op["op_id"] in carried:
             _carry(prog, op, plan, *carried[op["op_id"]], layout_of, objs_of)
     prog.final_phase = prog.phases.count - 1
@@ -100,6 +107,26 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
         if tensors[t]["role"] == "output":
             prog.use(objs[objs >= 0], prog.final_phase)
     return prog
+
+
+def _unpack(prog: Program, unpacks: list[tuple[OpPlan, np.ndarray]], cphase: int) -> None:
+    """One unpack command per result chunk of every listed swapped projection, in compute phase ``cphase``: its
+    columns inside the plan's unpack span, rewritten in place from the AMP's transposed-left order to row-major
+    rows (values unchanged: the check reads them as they are)."""
+    for plan, objs in unpacks:
+        keep, rows, cols = unpack_chunks(plan)
+        ok = objs[keep] >= 0
+        keep, rows, cols = keep[ok], rows[ok], cols[ok]
+        if not len(keep):
+            continue
+        n, obj = len(keep), objs[keep]
+        cmd = prog.commands.add(n, phase=cphase, tile=plan.output.tiles.ravel()[keep], op_id=plan.op_id,
+                                kernel="unpack", rows=rows, cols=cols, inner=0, groups=1, dtype="f16",
+                                weight_class="", panels=0, calls=1, launches=1, cast_cycles=0,
+                                est_cycles=unpack_cycles(rows, cols, prog.target))
+        prog.operands.add(n, command_id=cmd, object_id=obj, role="i", offset=0)
+        prog.operands.add(n, command_id=cmd, object_id=obj, role="out", offset=0)
+        prog.use(obj, cphase)
 
 
 def _carry(prog: Program, op: dict, plan: OpPlan, t_in: int, t_out: int, layout_of: dict, objs_of: dict) -> None:
