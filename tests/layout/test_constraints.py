@@ -299,3 +299,18 @@ def test_every_preset_round_trips_through_its_constraint_lines(preset) -> None:
     assert again.profile.samples["end_cycle"].max() == first.profile.samples["end_cycle"].max()
     cols = ["phase", "tile", "kernel", "rows", "cols", "inner", "est_cycles"]   # the same program, command by command
     assert again.schedule.commands.select(cols).equals(first.schedule.commands.select(cols))
+
+
+@pytest.mark.parametrize(("pins", "mode"), [({}, "shared-rows"), ({"scores": "2x2x1"}, "qk-only"),
+                                            ({"values": "2x1x2"}, "pv-only"),
+                                            ({"scores": "2x2x1", "values": "2x1x2"}, "independent")])
+def test_the_command_names_the_attention_product_ownership(pins: dict, mode: str) -> None:
+    from toolkit.graph import attention_block
+    g = attention_block(tokens=16, width=32, heads=2, fused_qkv=False)
+    names = {op.rsplit(".", 1)[-1]: op for op in g.ops["name"].to_list()}
+    c = toolkit.compile(g, options={"tiles": 16, "fused_qkv": False, "simulate": False, "plan_search": False,
+                                    "plans": {names[k]: v for k, v in pins.items()}})
+    args, lost = c.layout.ipu_stack_args()
+    at = args.index("--attention-products")
+    assert args[at - 2:at + 2] == ["--attention-strategy", "materialized", "--attention-products", mode]
+    assert any("chooses its attention product grids" in w for w in lost) == bool(pins)

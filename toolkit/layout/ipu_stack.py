@@ -99,8 +99,8 @@ def constraint_lines(ops: list[dict], plans: tuple[tuple[str, GemmPlan], ...], w
 
 
 def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[tuple[str, GemmPlan], ...],
-                   weight_class: str, fp8_scale: int | None, tile_mapping: tuple[int, ...] = ()
-                   ) -> tuple[list[str], list[str]]:
+                   weight_class: str, fp8_scale: int | None, tile_mapping: tuple[int, ...] = (),
+                   qk_preparation: str = "grouped") -> tuple[list[str], list[str]]:
     """The ``ipu-trivial-test`` argument list (workload, batch, constraints) that runs the program, and the
     warnings: what the command cannot say (the ops and fields it leaves out). A tile mapping is passed as
     ``--tile-mapping`` :data:`MAPPING_FILE` (a JSON list indexed by planned tile), which the caller writes."""
@@ -120,6 +120,11 @@ def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[
         if int(graph_params["head_dim"]) != 72 or int(graph_params["tokens"]) != 729:
             warnings.append("ipu-stack's attention benchmark has 729 tokens and heads of 72: this graph's "
                             f"{graph_params['tokens']} tokens and heads of {graph_params['head_dim']} are not said")
+        args += _attention_products(ops, dict(plans), warnings)
+        swapped = {name for name, g in plans if g.swapped}
+        if qk_preparation == "separate" and swapped & {op["name"] for op in ops if op["rule"] == "linear"}:
+            warnings.append("qk_preparation='separate' is an older ipu-stack build's schedule (each Q / K unpack "
+                            "in its own phase); its current build always groups them")
         values = {o["output"] for o in ops if o["rule"] == "values"}
         projection = [op["name"] for op in ops if op["rule"] == "linear" and values & set(op["inputs"])]
         if projection:
@@ -147,10 +152,31 @@ def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[
     return args, warnings
 
 
+#: ipu-stack's --attention-products mode of each (scores on a grid, values on a grid) combination
+PRODUCT_MODES = {(False, False): "shared-rows", (True, False): "qk-only", (False, True): "pv-only",
+                 (True, True): "independent"}
+
+
+def _attention_products(ops: list[dict], plans: dict[str, GemmPlan], warnings: list[str]) -> list[str]:
+    """``--attention-strategy materialized --attention-products MODE`` for the program's product ownership (its
+    grids' partition counts are ipu-stack's planner's own choice: named in a warning when pinned here)."""
+    scores = [op["name"] for op in ops if op["rule"] == "scores"]
+    values = [op["name"] for op in ops if op["rule"] == "values"]
+    if not scores:
+        return []
+    grids = [n for n in scores + values if n in plans]
+    mode = PRODUCT_MODES[(any(n in plans for n in scores), any(n in plans for n in values))]
+    if grids:
+        warnings.append("ipu-stack chooses its attention product grids itself (--attention-products selects which "
+                        "products get one): " + ", ".join(f"{n} {plans[n].label()}" for n in grids)
+                        + " are not passed")
+    return ["--attention-strategy", "materialized", "--attention-products", mode]
+
+
 def normalize_memory(plan: GemmPlan, weight_class: str | None) -> GemmPlan:
     """A read plan whose memory class is the pinned layout class says nothing of its own."""
     return dataclasses.replace(plan, memory="") if weight_class and plan.memory == weight_class else plan
 
 
-__all__ = ["BINARY", "FP8_SCALE", "IPU_STACK_OPS", "MAPPING_FILE", "constraint_lines", "ipu_stack_args",
-           "normalize_memory", "op_numbers", "resolve_number"]
+__all__ = ["BINARY", "FP8_SCALE", "IPU_STACK_OPS", "MAPPING_FILE", "PRODUCT_MODES", "constraint_lines",
+           "ipu_stack_args", "normalize_memory", "op_numbers", "resolve_number"]

@@ -108,7 +108,7 @@ class LayoutResult:
         dtype = params.get("weight_dtype")
         return ipu_stack_args(params, str(params.get("kind")), list(self.graph.ops.iter_rows(named=True)),
                               self.chosen.plans, self.chosen.weight_class, FP8_SCALE if dtype == "f8_143" else None,
-                              self.chosen.tile_mapping)
+                              self.chosen.tile_mapping, self.chosen.qk_preparation)
 
     def with_choice(self, candidate_id: int, placed: dict[int, bool],
                     lowered: dict[int, int] | None = None) -> LayoutResult:
