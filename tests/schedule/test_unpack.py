@@ -81,3 +81,14 @@ def test_a_bad_preparation_is_refused_by_name() -> None:
     with pytest.raises(OptionError, match="qk_preparation='batched'") as e:
         _compile("batched")
     assert e.value.field == "qk_preparation"
+
+
+def test_a_fused_projection_unpacks_its_q_and_k_columns_only() -> None:
+    g = attention_block(**TINY, fused_qkv=True)
+    qkv = next(op for op in g.ops.iter_rows(named=True) if op["rule"] == "linear")
+    c = toolkit.compile(g, options={"tiles": 32, "fused_qkv": True, "plans": {qkv["name"]: "2x4x2/2x4 swapped"},
+                                    "simulate": False, "check": True})
+    u = _unpacks(c)
+    assert u["op"].unique().to_list() == [qkv["name"]]
+    assert int((u["rows"] * u["cols"]).sum()) == TINY["tokens"] * 2 * TINY["width"]   # Q and K, not V
+    assert c.check.passed, c.check.message
