@@ -23,6 +23,9 @@ PARTIALS = ("f16", "f32")
 #: how swapped Q / K projection results are unpacked for the scores (layout.plans.qk_preparation): each in its own
 #: projection's phase, or both in one phase on disjoint owners (the hardware's current grouping)
 QK_PREPARATIONS = ("grouped", "separate")
+#: which attention products run on a grid of their own (ipu-stack's --attention-products words): none (both on the
+#: shared query rows), the scores only, the values only, or both; None searches shared rows and both-on-grids
+ATTENTION_PRODUCTS = ("shared-rows", "qk-only", "pv-only", "independent")
 STREAM_WEIGHTS = ("resident", "gathered")   # how LayerNorm parameters are kept (see LayoutParams.stream_weights)
 #: operand precision of the attention products QK (scores) and PV (values): FP16, or F143 on the FP8 AMP
 PRODUCT_DTYPES = ("f16", "f8_143")
@@ -63,6 +66,7 @@ class Options:
     pv_cast: str = "late"                      # early (softmax and V store F143) | late (the product casts)
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     qk_preparation: str = "grouped"            # QK_PREPARATIONS: swapped Q / K unpacks grouped | separate
+    attention_products: str | None = None      # ATTENTION_PRODUCTS: the products on grids (None: searched)
     stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
                                                # the graph repeats, resident otherwise)
     simulate: bool = True                      # attach a simulated cycle profile
@@ -93,10 +97,7 @@ class Options:
         if self.partials not in PARTIALS:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
-        if self.qk_preparation not in QK_PREPARATIONS:
-            msg = (f"option qk_preparation={self.qk_preparation!r} must be one of {QK_PREPARATIONS}: swapped Q and K "
-                   f"results unpacked in one phase on disjoint owners, or each in its own projection's phase")
-            raise OptionError(msg, field="qk_preparation", value=self.qk_preparation)
+        self._check_attention()
         if self.stream_weights is not None and self.stream_weights not in STREAM_WEIGHTS:
             msg = (f"option stream_weights={self.stream_weights!r} must be one of {STREAM_WEIGHTS} "
                    f"(or None to search it)")
@@ -115,6 +116,17 @@ class Options:
         if not self.placement_time_limit > 0:
             msg = f"option placement_time_limit={self.placement_time_limit!r} must be positive seconds"
             raise OptionError(msg, field="placement_time_limit", value=self.placement_time_limit)
+
+    def _check_attention(self) -> None:
+        if self.qk_preparation not in QK_PREPARATIONS:
+            msg = (f"option qk_preparation={self.qk_preparation!r} must be one of {QK_PREPARATIONS}: swapped Q and K "
+                   f"results unpacked in one phase on disjoint owners, or each in its own projection's phase")
+            raise OptionError(msg, field="qk_preparation", value=self.qk_preparation)
+        if self.attention_products is not None and self.attention_products not in ATTENTION_PRODUCTS:
+            msg = (f"option attention_products={self.attention_products!r} must be one of {ATTENTION_PRODUCTS} "
+                   f"(ipu-stack's --attention-products: which of the scores and values products run on a grid of "
+                   f"their own), or None to search")
+            raise OptionError(msg, field="attention_products", value=self.attention_products)
 
     def _check_products(self) -> None:
         for product, what in (("qk", "scores (Q K^T)"), ("pv", "values (P V)")):

@@ -198,6 +198,34 @@ def test_attention_product_plans_have_their_own_shape() -> None:
         toolkit.compile("attention-b1", options={"plans": {"values": "8x2x8"}})
 
 
+@pytest.mark.parametrize("mode", ["shared-rows", "qk-only", "pv-only", "independent"])
+def test_attention_products_keeps_the_named_products_on_grids(mode) -> None:
+    """Option attention_products (ipu-stack's --attention-products words): every candidate searched has exactly
+    the products it names on grids, the chosen program too, and the emitted command says the same mode."""
+    from toolkit.graph.builders import attention_block
+    from toolkit.layout.ipu_stack import PRODUCT_MODES
+    g = attention_block(tokens=9, width=16, heads=2, batch=2)
+    c = toolkit.compile(g, options={"attention_products": mode, "tiles": 64, "simulate": False})
+    want = next(on for on, m in PRODUCT_MODES.items() if m == mode)
+    for p in c.layout.params.values():
+        names = {n.rsplit(".", 1)[-1] for n, _ in p.plans}
+        assert ("scores" in names, "values" in names) == want
+    args, _ = c.layout.ipu_stack_args()
+    assert args[args.index("--attention-products") + 1] == mode
+    assert c.layout.candidates.height > 1   # a search, not one program
+
+
+def test_attention_products_refuses_what_it_cannot_honour() -> None:
+    with pytest.raises(OptionError, match=r"attention_products='rows'.*must be one of") as e:
+        toolkit.compile("attention-b1", options={"attention_products": "rows"})
+    assert (e.value.field, e.value.value) == ("attention_products", "rows")
+    with pytest.raises(OptionError, match=r"keeps the scores products on the shared query rows.*choose 'qk-only'"):
+        toolkit.compile("attention-b1", options={"attention_products": "shared-rows",
+                                                 "plans": {"scores": "8x11x1"}})
+    with pytest.raises(OptionError, match=r"plan search that would choose them is off"):
+        toolkit.compile("attention-b1", options={"attention_products": "independent", "plan_search": False})
+
+
 @settings(max_examples=10, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.booleans(), st.booleans(),
        st.integers(5, 11))

@@ -26,7 +26,7 @@ from toolkit.layout.chains import choose_chains
 from toolkit.layout.constraints import constraint_plan, read_constraint
 from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
-from toolkit.layout.ipu_stack import normalize_memory, resolve_number
+from toolkit.layout.ipu_stack import PRODUCT_MODES, normalize_memory, resolve_number
 from toolkit.layout.screen import region0_free_bytes, region1_bytes
 from toolkit.options import CONSTRAINT_KEY, Options
 from toolkit.target import Target
@@ -336,21 +336,26 @@ def searches_plans(o: Options) -> bool:
 GRID_ROWS = (4, 8, 12)
 
 
-def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row_block: int | None = None
-                    ) -> list[tuple]:
+def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row_block: int | None = None,
+                    mode: str | None = None) -> list[tuple]:
     """Attention product grids to try: shared rows (``()``), then scores ``m x n x 1`` with values ``m' x 1 x k``
     for ``m, m'`` in :data:`GRID_ROWS` (a pinned ``row_block``: ``ceil(tokens / row_block)`` query shards), each
     filling the tiles (pinned products stay as pinned). Every attention of the graph (each scores op and the
     values op after it) gets the grid, its query shards at most its own query rows (a pooling head has one) and
-    its key shards at most its keys."""
+    its key shards at most its keys. ``mode`` (option ``attention_products``, ipu-stack's words) keeps the
+    products it names on grids and the others on the shared rows; ``None`` tries shared rows and both on grids."""
     scores = [op for op in ops if op["rule"] == "scores"]
     values = [op for op in ops if op["rule"] == "values"]
     if not scores or len(scores) != len(values):
         return [()]
+    on_grid = {None: (True, True), **{m: g for g, m in PRODUCT_MODES.items()}}[mode]
+    _check_product_pins(scores, values, pinned, mode, on_grid)
+    if mode == "shared-rows":
+        return [()]
     tokens = int(params["tokens"])
-    out: list[tuple] = [()]
+    out: list[tuple] = [] if mode else [()]
     shards = GRID_ROWS if row_block is None else (-(-tokens // row_block),)
-    for ms, mv in itertools.product(shards, shards):
+    for ms, mv in itertools.product(shards, shards if on_grid[1] else shards[:1]):
         grid = {}
         for sc, va in zip(scores, values, strict=True):
             q, keys, groups = int(sc["rows"]), int(sc["cols"]), int(sc["groups"])
@@ -359,11 +364,31 @@ def attention_grids(ops: list[dict], params: dict, tiles: int, pinned: dict, row
             if min(n, k) < 1 or (q == tokens and max(ms, mv) > tokens):
                 grid = {}
                 break
-            grid[sc["name"]] = GemmPlan(m=m_s, n=min(n, keys), k=1)
-            grid[va["name"]] = GemmPlan(m=m_v, n=1, k=min(k, keys))
+            if on_grid[0]:
+                grid[sc["name"]] = GemmPlan(m=m_s, n=min(n, keys), k=1)
+            if on_grid[1]:
+                grid[va["name"]] = GemmPlan(m=m_v, n=1, k=min(k, keys))
         if grid:
             out.append(tuple(sorted({**grid, **{o: pl_ for o, pl_ in pinned.items() if o in grid}}.items())))
+    if not out:
+        msg = (f"option attention_products={mode!r}: no product grid of {len(scores)} attention(s) fits {tiles} "
+               f"tiles (each head needs a query shard and a key shard of its own); use 'shared-rows' or None")
+        raise InfeasibleError(msg, field="attention_products", value=mode)
     return list(dict.fromkeys(out))
+
+
+def _check_product_pins(scores: list[dict], values: list[dict], pinned: dict, mode: str | None,
+                        on_grid: tuple[bool, bool]) -> None:
+    """A pinned product plan is a grid: refused where ``attention_products`` keeps that product on shared rows."""
+    if mode is None:
+        return
+    for ops_, grid, what in ((scores, on_grid[0], "scores"), (values, on_grid[1], "values")):
+        named = [op["name"] for op in ops_ if op["name"] in pinned]
+        if named and not grid:
+            msg = (f"option attention_products={mode!r} keeps the {what} products on the shared query rows, but "
+                   f"plans pins {named[0]}={pinned[named[0]].label()} on a grid; drop the pin or choose "
+                   f"{PRODUCT_MODES[(on_grid[0] or what == 'scores', on_grid[1] or what == 'values')]!r}")
+            raise OptionError(msg, field="attention_products", value=mode)
 
 
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,

@@ -26,6 +26,7 @@ import dataclasses
 from toolkit.errors import OptionError
 from toolkit.layout.constraints import write_constraint
 from toolkit.layout.gemm import GemmPlan
+from toolkit.options import ATTENTION_PRODUCTS
 
 #: ipu-stack operations per op of ours, by rule (``fused`` linear: one gemm and three slices; ``scores``: three
 #: split_heads and the flash_attention that also runs softmax and values); rules not listed count zero
@@ -153,8 +154,8 @@ def ipu_stack_args(graph_params: dict, kind: str, ops: list[dict], plans: tuple[
 
 
 #: ipu-stack's --attention-products mode of each (scores on a grid, values on a grid) combination
-PRODUCT_MODES = {(False, False): "shared-rows", (True, False): "qk-only", (False, True): "pv-only",
-                 (True, True): "independent"}
+PRODUCT_MODES = dict(zip(((False, False), (True, False), (False, True), (True, True)), ATTENTION_PRODUCTS,
+                         strict=True))
 
 
 def _attention_products(ops: list[dict], plans: dict[str, GemmPlan], warnings: list[str]) -> list[str]:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.errors import InfeasibleError, ModelError, ToolkitWarning
+from toolkit.errors import InfeasibleError, ModelError, OptionError, ToolkitWarning
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
@@ -36,7 +36,7 @@ from toolkit.layout.gemm_search import (
     resolve_pins,
     searches_plans,
 )
-from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args
+from toolkit.layout.ipu_stack import FP8_SCALE, PRODUCT_MODES, constraint_lines, ipu_stack_args
 from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
@@ -141,6 +141,11 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     prepared = {f: _prepare(g) for f, g in graphs.items()}
     pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
                         tiles, options.weight_class)
+    if not searches_plans(options) and not any(_products_hold(v[0], dict(pins[f]), options.attention_products)
+                                               for f, v in prepared.items()):
+        msg = (f"option attention_products={options.attention_products!r} asks for product grids the plans do not "
+               f"pin, and the plan search that would choose them is off; pin the products' plans or search plans")
+        raise OptionError(msg, field="attention_products", value=options.attention_products)
     capacity = target.load_limit - target.memory_start
     classes = tuple(_classes(options))
     repeated = bool(graph.repeats.height) and int(graph.repeats["instances"].max()) > 1
@@ -154,6 +159,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 
     def add(p: LayoutParams, g: Graph, cache: dict) -> None:
         ops, tensors, reps = prepared[p.fused_qkv]
+        if not _products_hold(ops, dict(p.plans), options.attention_products):
+            return
         p = dataclasses.replace(p, qk_preparation=options.qk_preparation)
         # both depend on the matmuls' grid and plans only, not on the stream's rows or LayerNorm parameters
         key = ("linear bound", p.fused_qkv, p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block,
@@ -186,11 +193,12 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
             seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
-            grids = attention_grids(ops, g.params, tiles, dict(pins[fused]), options.row_block)
+            grids = attention_grids(ops, g.params, tiles, dict(pins[fused]), options.row_block,
+                                    options.attention_products)
             streams = sorted({sb for _, sb in seen}, key=lambda x: x or 0)
             for chain, grid in itertools.product(chains, grids):
                 # shared-row attention depends on the row block; product grids and linear plans do not
-                shared_rows = not grid and any(op["rule"] == "scores" for op in ops)
+                shared_rows = any(op["rule"] in ("scores", "values") and op["name"] not in dict(grid) for op in ops)
                 places = seen if shared_rows else [(seen[0][0], sb) for sb in streams]
                 for (rb, sb), sw in itertools.product(places, stores):
                     plans = tuple(sorted({**dict(chain), **dict(grid)}.items()))
@@ -231,6 +239,15 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                                                                            "fused_qkv": pl.Boolean}))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
                         params=params, op_candidates=op_cand)
+
+
+def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
+    """Whether a candidate's attention products are on grids as option ``attention_products`` asks (a graph
+    without attention, or ``None``, takes any)."""
+    if mode is None or not any(op["rule"] == "scores" for op in ops):
+        return True
+    on = tuple(any(op["name"] in plans for op in ops if op["rule"] == r) for r in ("scores", "values"))
+    return PRODUCT_MODES[on] == mode
 
 
 # -- enumeration ---------------------------------------------------------------
