@@ -15,6 +15,7 @@ from typing import Any
 
 from toolkit.errors import OptionError
 from toolkit.fields import check_fields
+from toolkit.target import KERNEL_BUILDS
 
 ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
@@ -67,6 +68,7 @@ class Options:
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     qk_preparation: str = "grouped"            # QK_PREPARATIONS: swapped Q / K unpacks grouped | separate
     attention_products: str | None = None      # ATTENTION_PRODUCTS: the products on grids (None: searched)
+    kernel_build: str = "current"              # target.KERNEL_BUILDS: whose kernel costs (an older ipu-stack cohort)
     stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
                                                # the graph repeats, resident otherwise)
     simulate: bool = True                      # attach a simulated cycle profile
@@ -118,6 +120,10 @@ class Options:
             raise OptionError(msg, field="placement_time_limit", value=self.placement_time_limit)
 
     def _check_attention(self) -> None:
+        if self.kernel_build not in KERNEL_BUILDS:
+            msg = (f"option kernel_build={self.kernel_build!r} must be one of {tuple(KERNEL_BUILDS)} (the kernel "
+                   f"costs of ipu-stack's current build or of an older measured cohort)")
+            raise OptionError(msg, field="kernel_build", value=self.kernel_build)
         if self.qk_preparation not in QK_PREPARATIONS:
             msg = (f"option qk_preparation={self.qk_preparation!r} must be one of {QK_PREPARATIONS}: swapped Q and K "
                    f"results unpacked in one phase on disjoint owners, or each in its own projection's phase")

@@ -39,7 +39,7 @@ from toolkit.profile import Profile
 from toolkit.schedule import Schedule, block_instances, schedule
 from toolkit.schedule.verify import verify_schedule
 from toolkit.simulate import simulate
-from toolkit.target import Target, ipu21
+from toolkit.target import Target, ipu21, with_kernel_build
 from toolkit.tiles import TilePrograms, lower_tiles
 
 Progress = Callable[[str, int, int], None]
@@ -199,8 +199,8 @@ def compile(
     progress: Progress | None = None,
 ) -> Compilation:
     """Compile a workload through every stage, verifying each; see :class:`Compilation`."""
-    target = _target(target)
     opts = as_options(options)
+    target = with_kernel_build(_target(target), opts.kernel_build)
     clock = _Clock(progress)
     with clock("graph"):
         graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))

@@ -288,6 +288,27 @@ class Target:
         return _apply(self, overrides, source="override")
 
 
+#: ipu-stack kernel builds whose measured programs the plans benchmark compares against, as cost overrides of
+#: the current build. "2026-09-06" is the MLP layout sweep's frozen cohort: its docs/MLP_LAYOUT_SWEEP.md states
+#: that build's worker loops, F16 reduction 282 + 6 ceil(n / 48) (9 + 6 (P - 1)) and aligned GELU
+#: 300 + 558 ceil(n / 96), before the co-issued reduction and the f16v4 GELU its ISA review proposed (the
+#: current rules of HARDWARE.md sections 2 and 3; MLP_LAYOUT_ALTERNATIVES.md ran the upgraded kernels)
+KERNEL_BUILDS: dict[str, dict[str, int]] = {
+    "current": {},
+    "2026-09-06": {"reduce_pass_cycles": 9, "reduce_partial_cycles": 6, "gelu_call_cycles": 300,
+                   "gelu_block_cycles": 558},
+}
+
+
+def with_kernel_build(target: Target, build: str) -> Target:
+    """``target`` with the kernel costs of one of :data:`KERNEL_BUILDS`."""
+    if build not in KERNEL_BUILDS:
+        msg = f"option kernel_build={build!r} must be one of {tuple(KERNEL_BUILDS)}"
+        raise OptionError(msg, field="kernel_build", value=build)
+    changes = KERNEL_BUILDS[build]
+    return target.replace(costs=changes) if changes else target
+
+
 def ipu21() -> Target:
     """The Graphcore IPU21 (C600) default target."""
     return Target()

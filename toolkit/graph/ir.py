@@ -124,6 +124,10 @@ class GraphBuilder:
             if int(dim) <= 0:
                 msg = f"tensor {name!r} has non-positive dimension {dim} at axis {dim_index} (shape {shape})"
                 raise ModelError(msg, field="shape", value=shape)
+        if dtype not in set(DType):   # a builder's dtype may be its string name ("f16")
+            msg = f"tensor {name!r} has dtype {dtype!r}; use one of {[d.value for d in DType]}"
+            raise ModelError(msg, field="dtype", value=dtype)
+        dtype = DType(dtype)
         row = {
             "tensor_id": tid, "name": name, "shape": list(shape), "dtype": str(dtype), "role": str(role),
             "producer": None, "block": self.block, "per_instance": per_instance,

@@ -28,6 +28,27 @@ DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
 PARTIAL_BYTES = {"f16": 2, "f32": 4}
 
 
+#: weight precisions (:data:`toolkit.costs.PRECISION`) whose AMP always reads its weights from interleaved compute
+#: storage: ipu-stack materializes FP16 weights there whatever input memory class a plan requests (its
+#: docs/MLP_LAYOUT_SWEEP.md: the standard-input down projection runs the same GEMM kernels; MLP_LAYOUT_ALTERNATIVES)
+MATERIALIZED_PRECISIONS = ("f16",)
+
+
+def compute_class(weight_class: str, precision: str) -> str:
+    """The memory class an AMP reads a linear op's weights from, given the class they are stored in."""
+    return "interleaved" if precision in MATERIALIZED_PRECISIONS else weight_class
+
+
+def weight_read_class(plan, weight_class: str) -> str:
+    """The class an AMP op's coefficient operand is read from: a linear op's own weights as
+    :func:`compute_class` says, a swapped op's activation coefficient and an attention product's designated
+    coefficient in ``weight_class`` (the plan's or the layout's), every other AMP operand in standard memory
+    (``plan``: an :class:`~toolkit.layout.plans.OpPlan`)."""
+    if plan.rule == "linear" and not plan.swapped:
+        return compute_class(weight_class, plan.precision)
+    return weight_class if plan.rule == "linear" or plan.coefficient is not None else "standard"
+
+
 def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-np.asarray(a) // b)
 

@@ -16,6 +16,7 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    compute_class,
     copy_cycles,
     phase_exchange_cycles,
     reduce_cycles,
@@ -83,8 +84,10 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     cb = np.where(split, np.where(rc > 0, rc, np.maximum(1, np.minimum(k // np.maximum(ra, 1), c_max // 8))), 1)
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     part = np.where(split, partials, "f16")
-    classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
     swapped = np.asarray(swapped, dtype=bool)
+    # each stored class priced as the class the AMP reads (swapped: the coefficient is the activation panel)
+    classes = np.stack([np.where(swapped, cls, compute_class(cls, precision)) for cls in WEIGHT_CLASSES]
+                       ).reshape(len(WEIGHT_CLASSES), -1)
     cyc, _, launch, _ = amp_cycles(np.where(swapped, c_max, r_max), np.where(swapped, r_max, c_max), k_max, target,
                                    weight_class=classes, dtype=precision,
                                    partials=part, inner_block=inner_block, cast=casts_input(op, tensors))
@@ -149,7 +152,8 @@ def gemm_estimate(op: dict, gemm, tensors: dict, reps: dict, p: LayoutParams, ta
     mask = np.arange(tiles) < int(e["tiles_used"])
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     # the op's own memory class prices both layout classes; swapped: the weights are the streamed operand
-    inter_w = gemm.weights != "gathered" and not gemm.swapped and gemm.memory != "standard"
+    inter_w = (gemm.weights != "gathered" and not gemm.swapped
+               and compute_class(gemm.memory or "interleaved", precision) == "interleaved")
     return {
         "kernel": amp_kernel(precision, p.partials if gemm.k > 1 else None),
         "compute": {cls: int(e[f"compute_{gemm.memory or cls}"]) for cls in WEIGHT_CLASSES},

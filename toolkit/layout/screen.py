@@ -24,10 +24,12 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    compute_class,
     phase_exchange_cycles,
     reduce_cycles,
     unpack_cycles,
     vector_cycles,
+    weight_read_class,
 )
 from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
 from toolkit.layout.layout import Layout, segmented_bounds
@@ -208,7 +210,7 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
     partials = p.partials if split else "f16"
     amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, casts_input(op, tensors))
     if amp_key not in cache:   # cells of equal geometry recur across shards and splits
-        classes = np.array(WEIGHT_CLASSES, dtype=object)[:, None]   # both weight classes in one pass
+        classes = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
         cache[amp_key] = amp_cycles(rows_w, cb, ib, target, weight_class=classes, dtype=precision,
                                     partials=partials, inner_block=p.inner_block, cast=casts_input(op, tensors))
     cyc, _, launch, _ = cache[amp_key]
@@ -290,7 +292,7 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     if plan.kernel.startswith("amp"):
         k_rows, k_cols = (sh[:, 1], sh[:, 0]) if plan.swapped else (sh[:, 0], sh[:, 1])   # swapped: transposed
         for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
-            wc = (plan.weight_class or cls) if plan.rule == "linear" or plan.coefficient is not None else "standard"
+            wc = weight_read_class(plan, plan.weight_class or cls)
             cyc, _, calls, _ = amp_cycles(k_rows, k_cols, sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
                                           inner_block=p.inner_block, cast=plan.cast_input,

@@ -25,6 +25,7 @@ from toolkit.layout.cost import (
     cast_cycles,
     unpack_cycles,
     vector_cycles,
+    weight_read_class,
 )
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import LayoutParams, OpPlan, unpack_chunks
@@ -45,8 +46,7 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
     sh = plan.cell_shape[cells]
     rows, cols, inner, groups = sh[:, 0], sh[:, 1], sh[:, 2], sh[:, 3]
     if plan.kernel.startswith("amp"):
-        wc = ((plan.weight_class or params.weight_class) if plan.rule == "linear" or plan.coefficient is not None
-              else "standard")
+        wc = weight_read_class(plan, plan.weight_class or params.weight_class)
         k_rows, k_cols = (cols, rows) if plan.swapped else (rows, cols)   # swapped: the transposed product
         cyc, calls, launches, cast = amp_cycles(
             k_rows, k_cols, inner, target, weight_class=wc, dtype=plan.precision,
@@ -152,7 +152,8 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
         w = prog.tensors[t]
         amp_reads = plan.kernel.startswith("amp") and len(w["shape"]) == 2 and t not in plan.needs
         # gathered weights: the AMP reads the copy; swapped: the weights are the streamed (left) operand
-        cls = (plan.weight_class or prog.params.weight_class) if amp_reads and not plan.swapped else "standard"
+        cls = (weight_read_class(plan, plan.weight_class or prog.params.weight_class) if amp_reads
+               and not plan.swapped else "standard")
         rep = prog.instances.get(op["block"], 1) if w["per_instance"] else 1
         out[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
     return out
@@ -198,7 +199,7 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     cphase = prog.phase("compute", plan, wave, block)
     for role, tensor, need, slot, pieces, key in pending:
         first = xphase if xphase >= 0 else cphase
-        cls = ((plan.weight_class or prog.params.weight_class) if key == plan.coefficient
+        cls = (weight_read_class(plan, plan.weight_class or prog.params.weight_class) if key == plan.coefficient
                else "standard")   # AMP coefficients: ld128 loads
         objs = prog.new_objects(need, slot, tensor, "activation", first, cls=cls,
                                 name=f"{tensors[tensor]['name']}@{plan.name}")

@@ -1,0 +1,80 @@
+"""Where weights are stored against where the AMP reads them, and the kernel costs of older ipu-stack builds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+import toolkit
+from toolkit.costs import kernel_cycles
+from toolkit.errors import OptionError
+from toolkit.graph.builders import mlp_block
+from toolkit.layout.cost import compute_class
+from toolkit.target import KERNEL_BUILDS, ipu21, with_kernel_build
+
+
+def _matmuls(weight_dtype: str, fc2: str) -> pl.DataFrame:
+    g = mlp_block(tokens=24, width=64, hidden=96, weight_dtype=weight_dtype)
+    c = toolkit.compile(g, options={"plans": {"fc1": "2x3x2", "fc2": fc2}, "tiles": 24, "simulate": False})
+    fc2_id = c.graph.ops.filter(pl.col("name").str.ends_with("fc2"))["op_id"].item()
+    return c.schedule.commands.filter((pl.col("op_id") == fc2_id) & pl.col("kernel").str.starts_with("amp"))
+
+
+def test_fp16_weights_stored_standard_are_read_from_interleaved_compute_storage() -> None:
+    """ipu-stack materializes FP16 weights into interleaved compute storage whatever input class a plan asks
+    for (its MLP sweep: the standard-input down projection ran the same GEMM kernels): the same kernels and
+    cycles as the interleaved plan, and the weight objects are interleaved."""
+    std, inter = _matmuls("f16", "2x2x3 standard"), _matmuls("f16", "2x2x3 interleaved")
+    assert set(std["weight_class"]) == {"interleaved"}
+    assert std["est_cycles"].to_list() == inter["est_cycles"].to_list()
+    assert compute_class("standard", "f16") == "interleaved"
+
+
+def test_fp8_weights_are_read_from_the_class_they_are_stored_in() -> None:
+    std, inter = _matmuls("f8_143", "2x2x3 standard"), _matmuls("f8_143", "2x2x3 interleaved")
+    assert set(std["weight_class"]) == {"standard"} and set(inter["weight_class"]) == {"interleaved"}
+    assert std["est_cycles"].sum() > inter["est_cycles"].sum()
+    assert compute_class("standard", "f8") == "standard"
+
+
+def test_the_2026_09_06_build_prices_its_documented_worker_loops() -> None:
+    """docs/MLP_LAYOUT_SWEEP.md: reduction 282 + 6 ceil(n / 48) (9 + 6 (P - 1)), aligned GELU
+    300 + 558 ceil(n / 96); the current build keeps HARDWARE.md's rules."""
+    old, now = with_kernel_build(ipu21(), "2026-09-06"), with_kernel_build(ipu21(), "current")
+    assert now == ipu21()
+    n, p = np.array([2208, 96, 4800]), np.array([4, 2, 28])
+    frame = pl.DataFrame({"kernel": "reduce", "dtype": "f16", "weight_class": None, "rows": 1, "cols": n,
+                          "inner": p}, schema_overrides={"weight_class": pl.String})
+    want = [282 + 6 * math.ceil(e / 48) * (9 + 6 * (k - 1)) for e, k in zip(n, p, strict=True)]
+    assert kernel_cycles(frame, old).to_list() == want
+    assert kernel_cycles(frame, now).to_list() == [282 + 6 * math.ceil(e / 48) * (11 + 2 * (k - 1))
+                                                   for e, k in zip(n, p, strict=True)]
+    gelu = pl.DataFrame({"kernel": "gelu", "dtype": "f16", "weight_class": None, "rows": 1,
+                         "cols": [96, 960, 4608], "inner": 0}, schema_overrides={"weight_class": pl.String})
+    assert kernel_cycles(gelu, old).to_list() == [300 + 558 * math.ceil(e / 96) for e in (96, 960, 4608)]
+
+
+def test_kernel_build_is_an_option_and_refused_by_name() -> None:
+    g = mlp_block(tokens=24, width=64, hidden=96, weight_dtype="f16")
+    opts = {"plans": {"fc1": "2x3x2", "fc2": "2x2x3"}, "tiles": 24, "simulate": False}
+    now = toolkit.compile(g, options=opts)
+    old = toolkit.compile(g, options={**opts, "kernel_build": "2026-09-06"})
+    assert old.target.costs.reduce_partial_cycles == KERNEL_BUILDS["2026-09-06"]["reduce_partial_cycles"]
+    red = pl.col("kernel") == "reduce"
+    assert old.schedule.commands.filter(red)["est_cycles"].sum() > now.schedule.commands.filter(red)[
+        "est_cycles"].sum()
+    with pytest.raises(OptionError, match=r"kernel_build='2026-09-07' must be one of") as e:
+        toolkit.compile(g, options={**opts, "kernel_build": "2026-09-07"})
+    assert (e.value.field, e.value.value) == ("kernel_build", "2026-09-07")
+
+
+def test_builders_take_a_dtype_by_name_and_refuse_an_unknown_one() -> None:
+    from toolkit.errors import ModelError
+    g = mlp_block(tokens=4, width=32, hidden=32, weight_dtype="f16")
+    assert set(g.tensors.filter(pl.col("role") == "weight")["dtype"]) == {"f16"}
+    with pytest.raises(ModelError, match=r"dtype 'f17'; use one of") as e:
+        mlp_block(tokens=4, width=32, hidden=32, weight_dtype="f17")
+    assert (e.value.field, e.value.value) == ("dtype", "f17")
