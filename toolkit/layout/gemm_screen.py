@@ -86,8 +86,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     part = np.where(split, partials, "f16")
     swapped = np.asarray(swapped, dtype=bool)
     # each stored class priced as the class the AMP reads (swapped: the coefficient is the activation panel)
-    classes = np.stack([np.where(swapped, cls, compute_class(cls, precision)) for cls in WEIGHT_CLASSES]
-                       ).reshape(len(WEIGHT_CLASSES), -1)
+    stored = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
+    read = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
+    classes = np.where(np.atleast_1d(swapped)[None, :], stored, read) if swapped.any() else read
     cyc, _, launch, _ = amp_cycles(np.where(swapped, c_max, r_max), np.where(swapped, r_max, c_max), k_max, target,
                                    weight_class=classes, dtype=precision,
                                    partials=part, inner_block=inner_block, cast=casts_input(op, tensors))
