@@ -73,6 +73,18 @@ def test_formulas_by_hand() -> None:
     assert got[7] == got[8] == 288 + 13
 
 
+def test_fewer_rows_than_one_amp_block_cost_a_whole_block() -> None:
+    """ipu-stack's shared-row attention products (8 query rows; ATTENTION_PRODUCT_LAYOUTS.md: 54,744 and 53,712
+    cycles measured) pay 16 rows per panel; from 16 rows up the cost grows by 4 cycles a row as measured."""
+    inv = pl.DataFrame({"kernel": "matmul", "dtype": "f16", "weight_class": "interleaved",
+                        "rows": [8, 1, 16, 17, 184], "cols": [729, 72, 72, 72, 48], "inner": [72, 729, 729, 729, 288]})
+    got = kernel_cycles(inv).to_list()
+    assert got[0] == got[1] == 294 + 5 * 46 * (4 * 16 + 160) == 51_814
+    assert abs(got[0] - 54_744) / 54_744 < 0.06 and abs(got[1] - 53_712) / 53_712 < 0.04
+    assert got[2] == got[1] and got[3] - got[2] == 46 * 5 * 4
+    assert got[4] == 294 + 18 * 3 * (4 * 184 + 160)
+
+
 def test_overridden_constants_change_the_price() -> None:
     inv = pl.DataFrame({"kernel": ["matmul"], "dtype": ["f16"], "weight_class": ["interleaved"], "rows": [16],
                         "cols": [16], "inner": [16]})

@@ -72,10 +72,14 @@ class Costs:
     number of cycles, bytes or elements; overrides are validated.
     """
 
-    # AMP matmul (HARDWARE.md section 1): 294 + panels x (4 R + 160)
+    # AMP matmul (HARDWARE.md section 1): 294 + panels x (4 max(R, amp_min_rows) + 160)
     amp_call_cycles: int = 294
     amp_row_cycles: int = 4
     amp_panel_cycles: int = 160
+    # a call of fewer rows than one 16-row AMP block still streams a whole block per panel: ipu-stack's shared-row
+    # attention products (8 query rows x 729 keys x K72, and PV 8 x 72 x K729; docs/ATTENTION_PRODUCT_LAYOUTS.md)
+    # measured 54,744 and 53,712 cycles where 4 cycles a row give 44,465 (16 rows: 51,814)
+    amp_min_rows: int = 16
     amp_panel_depth_f16: int = 16          # K per coefficient panel (FP16)
     amp_panel_depth_f8: int = 32           # K per coefficient panel (FP8: twice the MAC rate)
     amp_panel_cols: int = 16

@@ -61,8 +61,10 @@ def amp_panels(cols: np.ndarray, inner: np.ndarray, dtype: np.ndarray | str, c: 
 def _matmul(x: Cols, c: Costs) -> np.ndarray:
     """AMP matmul (HARDWARE.md section 1).
 
-    Interleaved weights, plain output: ``294 + panels (4 R + 160)`` (stated
-    within 2 % of hardware, 0.30 % median over 179 geometry keys). Packed
+    Interleaved weights, plain output: ``294 + panels (4 max(R, 16) + 160)``
+    (stated within 2 % of hardware, 0.30 % median over 179 geometry keys; fewer
+    rows than one 16-row AMP block cost a whole block, as the shared-row
+    attention products measured). Packed
     output: six workers split the rows at 16-row panel boundaries,
     ``342 + panels (max_worker(24 rows + 184 chunks) + 170 | 202)`` (exact on
     the measured R48/K240/C64 rows). Standard weights, plain output: the tool's
@@ -78,7 +80,8 @@ def _matmul(x: Cols, c: Costs) -> np.ndarray:
     inter = x["weight_class"] == "interleaved"
     out = np.zeros(np.broadcast(rows, cols, inner).shape, dtype=np.int64)
     if np.any(inter):
-        plain = c.amp_call_cycles + panels * (c.amp_row_cycles * rows * row_factor + c.amp_panel_cycles)
+        plain = c.amp_call_cycles + panels * (c.amp_row_cycles * np.maximum(rows, c.amp_min_rows) * row_factor
+                                              + c.amp_panel_cycles)
         out = np.where(inter, plain, out)
     if not np.all(inter):
         standard = c.amp_call_cycles + k_panels * (_cdiv(cols * rows * row_factor, 4)

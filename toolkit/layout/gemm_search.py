@@ -21,6 +21,7 @@ import itertools
 import numpy as np
 import polars as pl
 
+from toolkit.costs import cycles
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
 from toolkit.layout.constraints import constraint_plan, read_constraint
@@ -29,7 +30,7 @@ from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_
 from toolkit.layout.ipu_stack import PRODUCT_MODES, normalize_memory, resolve_number
 from toolkit.layout.screen import region0_free_bytes, region1_bytes
 from toolkit.options import CONSTRAINT_KEY, Options
-from toolkit.target import Target
+from toolkit.target import Target, ipu21
 
 #: staged reductions are enumerated for plans whose transient bytes take more than this share of the memory
 #: (past RESERVE_BYTES), where staging brings them below it: staging only trades time for memory
@@ -164,7 +165,8 @@ def _check_product(op: dict, plan: GemmPlan, key: str, text: str) -> None:
         raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
 
 
-def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = None) -> dict[str, np.ndarray]:
+def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = None,
+                    target: Target | None = None) -> dict[str, np.ndarray]:
     """Candidate plans of one linear op: row, column and inner partitions that fit the tiles, with result splits.
 
     Inner partitions keep at least one coefficient panel (``depth`` deep) per
@@ -197,21 +199,23 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
     plans = {"m": m[idx], "n": n[idx], "k": k[idx], "result_rows": np.where(split, k[idx], 1),
              "result_cols": split.astype(np.int64), "gathered": gathered.astype(np.int64),
              "staging": np.zeros(len(idx), dtype=np.int64), "swapped": np.zeros(len(idx), dtype=np.int64)}
-    return {key: np.concatenate([v, v[swaps(op, plans, depth)]]) if key != "swapped" else
-            np.concatenate([v, np.ones(int(swaps(op, plans, depth).sum()), dtype=np.int64)])
+    cheaper = swaps(op, plans, depth, target or ipu21())
+    return {key: np.concatenate([v, v[cheaper]]) if key != "swapped" else
+            np.concatenate([v, np.ones(int(cheaper.sum()), dtype=np.int64)])
             for key, v in plans.items()}
 
 
-def swaps(op: dict, plans: dict[str, np.ndarray], depth: int) -> np.ndarray:
+def swaps(op: dict, plans: dict[str, np.ndarray], depth: int, target: Target) -> np.ndarray:
     """The plans whose transposed product (ipu-stack's ``swapped`` orientation) runs fewer AMP cycles: the
-    kernel's rows become the cell's ``ceil(cols / n)`` columns and its 16-wide panels cut the cell's rows
-    (``panels x (4 R + 160)`` of HARDWARE.md section 1 on both shapes). Only these get a swapped variant."""
+    kernel's rows become the cell's ``ceil(cols / n)`` columns and its 16-wide panels cut the cell's rows (the
+    interleaved matmul rule of :mod:`toolkit.costs` on both shapes). Only these get a swapped variant."""
     r = -(-op["rows"] // plans["m"])
     c = -(-op["cols"] // plans["n"])
     local_inner = -(-op["inner"] // plans["k"])
-    k_panels = -(-local_inner // depth)
-    normal = k_panels * -(-c // 16) * (4 * r + 160)
-    swapped = k_panels * -(-r // 16) * (4 * c + 160)
+    dtype = "f8" if depth == target.costs.amp_panel_depth_f8 != target.costs.amp_panel_depth_f16 else "f16"
+    kw = {"inner": local_inner, "dtype": dtype, "weight_class": "interleaved"}
+    normal = cycles("matmul", target, rows=r, cols=c, **kw)
+    swapped = cycles("matmul", target, rows=c, cols=r, **kw)
     return swapped < normal
 
 
@@ -243,7 +247,7 @@ def op_candidates(op: dict, tensors: dict, reps: dict, target: Target, tiles: in
     w = tensors[op["inputs"][1]]
     depth = target.costs.amp_panel_depth_f8 if w["dtype"].startswith("f8") else target.costs.amp_panel_depth_f16
     room = target.load_limit - target.memory_start - RESERVE_BYTES
-    plans = enumerate_plans(op, tiles, depth, row_block)
+    plans = enumerate_plans(op, tiles, depth, row_block, target)
     args = (op, tensors, reps, target, tiles, partials, inner_block, weight_class, followers)
     est = _estimates(*args, plans)
     heavy = est["transient_bytes"].to_numpy() > STAGED_SHARE * room
