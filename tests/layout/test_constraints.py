@@ -199,7 +199,8 @@ def test_the_search_finds_the_swapped_form_where_it_pays() -> None:
     """Few tokens against wide features (16 rows of 1152 -> 4304): the transposed kernel runs the features as
     AMP rows, so fc1's chosen plan is swapped (its 24 features a tile fill one 16-column panel where 16 tokens
     x 24 columns take two), and pinning the same grids unswapped prices the program dearer. (fc2's 13 output
-    features a tile would run below one 16-row AMP block, no cheaper than its 16 tokens.) (On the full-size attention benchmark the exchange model prices the unswapped 5x72x4 below any
+    features a tile would run below one 16-row AMP block, no cheaper than its 16 tokens.)
+    (On the full-size attention benchmark the exchange model prices the unswapped 5x72x4 below any
     swapped Q/K/V plan, so the search there keeps the normal form.)"""
     from toolkit.layout.search import search_layouts
     g = toolkit.build_graph(MLP, tokens=16)
