@@ -20,7 +20,7 @@ from toolkit.layout.constraints import constraint_plan, read_constraint, write_c
 from toolkit.layout.cost import amp_cycles
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, parse_plan
 from toolkit.layout.gemm_search import _check_fits
-from toolkit.layout.ipu_stack import PRODUCT_MODES, op_numbers
+from toolkit.layout.ipu_stack import op_numbers, product_mode
 from toolkit.layout.mapping import tile_permutation
 
 IPU = toolkit.ipu21()
@@ -288,10 +288,9 @@ def _read_back(c) -> dict:
     lines = [line for line in lines if numbers[int(line.split(":")[0])]["name"] not in
              {e.split("=")[0] for e in carried}]
     ops = list(c.layout.graph.ops.iter_rows(named=True))
-    on = tuple(any(op["name"] in dict(p.plans) for op in ops if op["rule"] == r) for r in ("scores", "values"))
     return {"plans": lines + carried, "row_block": p.row_block, "stream_block": p.stream_block or p.row_block,
             "stream_weights": p.stream_weights, "fused_qkv": p.fused_qkv, "weight_class": p.weight_class,
-            "attention_products": PRODUCT_MODES[on]}
+            "attention_products": product_mode(ops, dict(p.plans))}
 
 
 @pytest.mark.slow

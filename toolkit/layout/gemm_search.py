@@ -212,7 +212,7 @@ def swaps(op: dict, plans: dict[str, np.ndarray], depth: int, target: Target) ->
     r = -(-op["rows"] // plans["m"])
     c = -(-op["cols"] // plans["n"])
     local_inner = -(-op["inner"] // plans["k"])
-    dtype = "f8" if depth == target.costs.amp_panel_depth_f8 != target.costs.amp_panel_depth_f16 else "f16"
+    dtype = "f16" if depth == target.costs.amp_panel_depth_f16 else "f8"
     kw = {"inner": local_inner, "dtype": dtype, "weight_class": "interleaved"}
     normal = cycles("matmul", target, rows=r, cols=c, **kw)
     swapped = cycles("matmul", target, rows=c, cols=r, **kw)

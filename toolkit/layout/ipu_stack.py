@@ -158,15 +158,21 @@ PRODUCT_MODES = dict(zip(((False, False), (True, False), (False, True), (True, T
                          strict=True))
 
 
+def product_mode(ops: list[dict], plans: dict) -> str | None:
+    """The :data:`PRODUCT_MODES` word of a program's attention products (``plans``: op name -> plan; a product
+    with a plan runs on a grid), None for a graph without attention."""
+    if not any(op["rule"] == "scores" for op in ops):
+        return None
+    return PRODUCT_MODES[tuple(any(op["name"] in plans for op in ops if op["rule"] == r) for r in ("scores", "values"))]
+
+
 def _attention_products(ops: list[dict], plans: dict[str, GemmPlan], warnings: list[str]) -> list[str]:
     """``--attention-strategy materialized --attention-products MODE`` for the program's product ownership (its
     grids' partition counts are ipu-stack's planner's own choice: named in a warning when pinned here)."""
-    scores = [op["name"] for op in ops if op["rule"] == "scores"]
-    values = [op["name"] for op in ops if op["rule"] == "values"]
-    if not scores:
+    mode = product_mode(ops, plans)
+    if mode is None:
         return []
-    grids = [n for n in scores + values if n in plans]
-    mode = PRODUCT_MODES[(any(n in plans for n in scores), any(n in plans for n in values))]
+    grids = [op["name"] for op in ops if op["rule"] in ("scores", "values") and op["name"] in plans]
     if grids:
         warnings.append("ipu-stack chooses its attention product grids itself (--attention-products selects which "
                         "products get one): " + ", ".join(f"{n} {plans[n].label()}" for n in grids)

@@ -36,7 +36,7 @@ from toolkit.layout.gemm_search import (
     resolve_pins,
     searches_plans,
 )
-from toolkit.layout.ipu_stack import FP8_SCALE, PRODUCT_MODES, constraint_lines, ipu_stack_args
+from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args, product_mode
 from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
@@ -244,10 +244,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
 def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
     """Whether a candidate's attention products are on grids as option ``attention_products`` asks (a graph
     without attention, or ``None``, takes any)."""
-    if mode is None or not any(op["rule"] == "scores" for op in ops):
-        return True
-    on = tuple(any(op["name"] in plans for op in ops if op["rule"] == r) for r in ("scores", "values"))
-    return PRODUCT_MODES[on] == mode
+    return mode is None or product_mode(ops, plans) in (None, mode)
 
 
 # -- enumeration ---------------------------------------------------------------
