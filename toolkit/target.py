@@ -127,6 +127,7 @@ class Costs:
     softmax_split_call_cycles: int = 408
     softmax_segment_cycles: int = 128
     softmax_final_cycles: int = 126
+    softmax_split_rows: int = 1            # 1: the build has the split-row schedule; 0: whole rows only
     # local copies and casts (section 3): 288 per six-worker call plus 8 B/cycle
     copy_call_cycles: int = 288
     copy_bytes_per_cycle: int = 8
@@ -296,11 +297,17 @@ class Target:
 #: the current build. "2026-09-06" is the MLP layout sweep's frozen cohort: its docs/MLP_LAYOUT_SWEEP.md states
 #: that build's worker loops, F16 reduction 282 + 6 ceil(n / 48) (9 + 6 (P - 1)) and aligned GELU
 #: 300 + 558 ceil(n / 96), before the co-issued reduction and the f16v4 GELU its ISA review proposed (the
-#: current rules of HARDWARE.md sections 2 and 3; MLP_LAYOUT_ALTERNATIVES.md ran the upgraded kernels)
+#: current rules of HARDWARE.md sections 2 and 3; MLP_LAYOUT_ALTERNATIVES.md ran the upgraded kernels).
+#: "2026-09-07" is the attention product-grid cohort (docs/ATTENTION_PRODUCT_LAYOUTS.md): upgraded reduction and
+#: GELU, but the original attention softmax that docs/SOFTMAX_OPTIMIZATION.md measured at 40,326 cycles per call
+#: (7 or 8 rows of 729 keys): whole rows round-robin over the six workers, 71 issue groups per full 16-key panel
+#: (the max scan and the pairwise exponential pass) where the later f16v4mix kernel takes 43, and no split-row
+#: schedule. The same independent-grid program measured 234,378 with it and 215,832 with the current kernel.
 KERNEL_BUILDS: dict[str, dict[str, int]] = {
     "current": {},
     "2026-09-06": {"reduce_pass_cycles": 9, "reduce_partial_cycles": 6, "gelu_call_cycles": 300,
-                   "gelu_block_cycles": 558},
+                   "gelu_block_cycles": 558, "softmax_panel_cycles": 71, "softmax_split_rows": 0},
+    "2026-09-07": {"softmax_panel_cycles": 71, "softmax_split_rows": 0},
 }
 
 

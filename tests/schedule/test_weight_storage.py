@@ -66,9 +66,9 @@ def test_kernel_build_is_an_option_and_refused_by_name() -> None:
     red = pl.col("kernel") == "reduce"
     assert old.schedule.commands.filter(red)["est_cycles"].sum() > now.schedule.commands.filter(red)[
         "est_cycles"].sum()
-    with pytest.raises(OptionError, match=r"kernel_build='2026-09-07' must be one of") as e:
-        toolkit.compile(g, options={**opts, "kernel_build": "2026-09-07"})
-    assert (e.value.field, e.value.value) == ("kernel_build", "2026-09-07")
+    with pytest.raises(OptionError, match=r"kernel_build='2026-09-08' must be one of") as e:
+        toolkit.compile(g, options={**opts, "kernel_build": "2026-09-08"})
+    assert (e.value.field, e.value.value) == ("kernel_build", "2026-09-08")
 
 
 def test_builders_take_a_dtype_by_name_and_refuse_an_unknown_one() -> None:

@@ -199,7 +199,8 @@ def _softmax(x: Cols, c: Costs) -> np.ndarray:
     Split rows (three stages over 48-key segments, keys >= 128):
     ``408 + 6 ceil(rows / 2) (43 ceil(padded/48) + 128) + 126 ceil(rows / 6)``.
     Measured 729 keys / 768 padded: split 20,226 (7 rows) / 20,244 (8), whole
-    rows 25,350; the tail terms are ``ipu-stack``'s instruction counts.
+    rows 25,350; the tail terms are ``ipu-stack``'s instruction counts. A build without the split schedule
+    (``softmax_split_rows`` 0: the original kernel, 71 cycles per full panel) runs whole rows.
     """
     rows, keys, padded = x["rows"], x["cols"], x["padded"]
     full = keys // 16
@@ -216,7 +217,7 @@ def _softmax(x: Cols, c: Costs) -> np.ndarray:
     whole = launch + 6 * _cdiv(rows, 6) * row
     segment = _cdiv(padded, 48) * c.softmax_panel_cycles + c.softmax_segment_cycles
     split = c.softmax_split_call_cycles + 6 * _cdiv(rows, 2) * segment + c.softmax_final_cycles * _cdiv(rows, 6)
-    best = np.where(keys >= 128, np.minimum(whole, split), whole)
+    best = np.where((keys >= 128) & (c.softmax_split_rows != 0), np.minimum(whole, split), whole)
     best = np.where(x["schedule"] == "whole", whole, np.where(x["schedule"] == "split", split, best))
     return np.where(rows * keys == 0, 0, best)
 
