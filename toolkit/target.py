@@ -297,7 +297,10 @@ class Target:
 #: the current build. "2026-09-06" is the MLP layout sweep's frozen cohort: its docs/MLP_LAYOUT_SWEEP.md states
 #: that build's worker loops, F16 reduction 282 + 6 ceil(n / 48) (9 + 6 (P - 1)) and aligned GELU
 #: 300 + 558 ceil(n / 96), before the co-issued reduction and the f16v4 GELU its ISA review proposed (the
-#: current rules of HARDWARE.md sections 2 and 3; MLP_LAYOUT_ALTERNATIVES.md ran the upgraded kernels).
+#: current rules of HARDWARE.md sections 2 and 3; MLP_LAYOUT_ALTERNATIVES.md ran the upgraded kernels). Its
+#: GELU main loop was itself two-lane paired arithmetic (docs/KERNEL_LOOP_UPGRADE.md: the upgrade made it
+#: four-lane and left the two-lane tail unchanged), so a length off the 16-element grid ran its 48-pair blocks at
+#: the same 558 cycles, not the later kernel's 480-cycle tail blocks.
 #: "2026-09-07" is the attention product-grid cohort (docs/ATTENTION_PRODUCT_LAYOUTS.md): upgraded reduction and
 #: GELU, but the original attention softmax that docs/SOFTMAX_OPTIMIZATION.md measured at 40,326 cycles per call
 #: (7 or 8 rows of 729 keys): whole rows round-robin over the six workers, 71 issue groups per full 16-key panel
@@ -306,7 +309,8 @@ class Target:
 KERNEL_BUILDS: dict[str, dict[str, int]] = {
     "current": {},
     "2026-09-06": {"reduce_pass_cycles": 9, "reduce_partial_cycles": 6, "gelu_call_cycles": 300,
-                   "gelu_block_cycles": 558, "softmax_panel_cycles": 71, "softmax_split_rows": 0},
+                   "gelu_block_cycles": 558, "gelu_tail_block_cycles": 558, "softmax_panel_cycles": 71,
+                   "softmax_split_rows": 0},
     "2026-09-07": {"softmax_panel_cycles": 71, "softmax_split_rows": 0},
 }
 

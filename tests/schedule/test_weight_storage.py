@@ -55,6 +55,11 @@ def test_the_2026_09_06_build_prices_its_documented_worker_loops() -> None:
     gelu = pl.DataFrame({"kernel": "gelu", "dtype": "f16", "weight_class": None, "rows": 1,
                          "cols": [96, 960, 4608], "inner": 0}, schema_overrides={"weight_class": pl.String})
     assert kernel_cycles(gelu, old).to_list() == [300 + 558 * math.ceil(e / 96) for e in (96, 960, 4608)]
+    # off the 16-element grid (the historical fc1 result, 46 x 47): the old main loop was two-lane already, so
+    # its 48-pair blocks cost 558 as aligned ones do; the later kernel's pair path is cheaper than that
+    odd = gelu.with_columns(pl.Series("rows", [46] * 3), pl.Series("cols", [47] * 3)).head(1)
+    assert kernel_cycles(odd, old).item() == 300 + 558 * math.ceil(46 * 47 / 96)
+    assert kernel_cycles(odd, now).item() < kernel_cycles(odd, old).item()
 
 
 def test_kernel_build_is_an_option_and_refused_by_name() -> None:
