@@ -51,12 +51,14 @@ per_op = (toolkit.report.op_cycles(c).pivot("kind", index="op", values="cycles")
 order = c.graph.ops["name"].to_list()
 rows = {r["op"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "sync")}
         for r in per_op.iter_rows(named=True)}
+layer = (c.schedule.phases.filter(pl.col("block") != "main").group_by("kind").agg(pl.col("est_cycles").sum())
+         .rows())   # one instance of the repeated block (the repeat table multiplies it)
 print(json.dumps({
     "cropped": int(crop(c.profile).cropped_cycles), "est": int(c.est_cycles()), "placed": bool(c.placement.fits),
     "compute": int(c.est_cycles("compute")), "exchange": int(c.est_cycles("exchange")),
     "sync": int(c.est_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
     "ops": {k: int(v) for k, v in zip(*c.graph.ops["kind"].value_counts(sort=True))},
-    "plans": c.summary()["plans"].item(), "wall": wall,
+    "plans": c.summary()["plans"].item(), "wall": wall, "layer": {k: int(v) for k, v in layer},
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -95,6 +97,32 @@ def compile_child(name: str, overrides: dict, opts: dict) -> dict:
 def _key(row: dict) -> str:
     name, overrides, opts = hardware_program(row)
     return json.dumps([name, overrides, opts], sort_keys=True)
+
+
+#: the hardware's measured exchange of one encoder layer (its first repeated layer, every exchange phase from the
+#: last tile's entry) and the real scheduler's horizons for it: ipu-stack docs/PROFILE_ALLOCATION_2026_09_13.md,
+#: 27 layers B1 FP8 (builds of 10,666,374 and 10,798,722 cropped cycles; the best build's layer is not reported)
+LAYER_EXCHANGE = (("producer-fp8-20260913/pv-early-full", 10_666_374, 165_210, 157_023),
+                  ("fp8-pv-batches-20260913/bs1-step64", 10_798_722, 169_890, 159_253))
+
+
+def layer_lines(expressible: pl.DataFrame, results: dict) -> list[str]:
+    """One repeated layer of each 27-layer program: its simulated exchange beside the hardware's first layer."""
+    lines = ["", "One encoder layer of the 27-layer programs (one instance of the repeated block, lowered "
+             "estimate): its exchange beside the hardware's first layer (every exchange phase of it, measured "
+             "from the last tile's entry; the real scheduler's horizons beside) in the builds that report it "
+             "(docs/PROFILE_ALLOCATION_2026_09_13.md).", "",
+             "| figure | our layer: compute | exchange | sync | hardware build | its layer exchange "
+             "| its scheduled | ours / hardware |", "|---|---:|---:|---:|---|---:|---:|---:|"]
+    for r in expressible.filter(pl.col("blocks") >= 27).iter_rows(named=True):
+        layer = results[_key(r)].get("layer")
+        if not layer:
+            continue
+        for build, total, measured, scheduled in LAYER_EXCHANGE:
+            lines.append(f"| {r['workload']} | {layer.get('compute', 0):,} | {layer.get('exchange', 0):,} "
+                         f"| {layer.get('sync', 0):,} | {build} ({total:,}) | {measured:,} | {scheduled:,} "
+                         f"| {layer.get('exchange', 0) / measured:.3f} |")
+    return lines
 
 
 def program_section(skip_27: bool) -> str:
@@ -146,6 +174,7 @@ def program_section(skip_27: bool) -> str:
             rho = ranks.select(pl.corr("h", "s")).item()
             lines += ["", f"{preset}: Spearman rank correlation of simulated against hardware over its "
                       f"{len(pinned)} figures with pinned plans: {rho:.3f}."]
+    lines += layer_lines(expressible, results)
     lines += ["", "Notes per figure (what the hardware ran, how our program differs):", ""]
     lines += [f"- **{r['workload']}**: {r['note']}" for r in expressible.iter_rows(named=True)]
     lines += ["", "### Figures we cannot express yet", "",
