@@ -13,6 +13,8 @@
    counts to the block's last op). Rows sharing one program compile once.
    Figures we cannot express yet are listed with what is missing; a preset
    not built here yet is reported as not available.
+3. One repeated layer of each batch-1 27-layer program: its exchange beside
+   the hardware's measured first-layer exchange where a document gives it.
 
 Each program compiles in a fresh subprocess (its peak RSS is its own).
 
@@ -107,17 +109,20 @@ LAYER_EXCHANGE = (("producer-fp8-20260913/pv-early-full", 10_666_374, 165_210, 1
 
 
 def layer_lines(expressible: pl.DataFrame, results: dict) -> list[str]:
-    """One repeated layer of each 27-layer program: its simulated exchange beside the hardware's first layer."""
+    """One repeated layer of each batch-1 27-layer program: its simulated exchange beside the hardware's first
+    layer."""
     lines = ["", "One encoder layer of the 27-layer programs (one instance of the repeated block, lowered "
              "estimate): its exchange beside the hardware's first layer (every exchange phase of it, measured "
              "from the last tile's entry; the real scheduler's horizons beside) in the builds that report it "
              "(docs/PROFILE_ALLOCATION_2026_09_13.md).", "",
              "| figure | our layer: compute | exchange | sync | hardware build | its layer exchange "
              "| its scheduled | ours / hardware |", "|---|---:|---:|---:|---|---:|---:|---:|"]
-    for r in expressible.filter(pl.col("blocks") >= 27).iter_rows(named=True):
+    seen = set()
+    for r in expressible.filter((pl.col("blocks") >= 27) & (pl.col("batch") == 1)).iter_rows(named=True):
         layer = results[_key(r)].get("layer")
-        if not layer:
+        if not layer or _key(r) in seen:   # batch 1 as the builds ran; one row per distinct program
             continue
+        seen.add(_key(r))
         for build, total, measured, scheduled in LAYER_EXCHANGE:
             lines.append(f"| {r['workload']} | {layer.get('compute', 0):,} | {layer.get('exchange', 0):,} "
                          f"| {layer.get('sync', 0):,} | {build} ({total:,}) | {measured:,} | {scheduled:,} "
