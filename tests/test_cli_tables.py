@@ -75,6 +75,11 @@ def test_sweep_fits_80_columns(tmp_path: Path) -> None:
                             "--json"]))
     shown = [{k: r[k] for k in ("est_cycles", "cropped_cycles", "peak_sram_bytes")} for r in rows]
     _assert_fits(text, shown)
+    # each number says what it is (the summary's est_cycles is the lowered estimate, not the screen's)
+    flat = " ".join(text.split())
+    for said in ("est_cycles: lowered estimate, cycles", "cropped_cycles: simulated, cycles",
+                 "peak_sram_bytes: placed, bytes per tile"):
+        assert said in flat, said
 
 
 @pytest.mark.parametrize("width", [40, 60, 80, 120])
