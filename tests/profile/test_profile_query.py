@@ -95,11 +95,13 @@ def test_compare_aligns_and_computes_deltas() -> None:
     a = _profile()
     slower = _profile([(*r[:5], r[5] * 2, r[6] * 2) for r in ROWS])
     c = compare(a, slower, by="phase", names=["base", "slow"])
-    assert c.columns == ["phase", "label", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert c.columns == ["phase", "label", "metric", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert set(c["metric"]) == {"span_cycles"}   # which query column the numbers are (a phase's span)
     assert c["label"].null_count() == 0 and c["label"].to_list() == query(a, by="phase")["label"].to_list()
     row = c.filter(phase=1).row(0, named=True)
     assert row["slow_cycles"] == 2 * row["base_cycles"] and row["slow_ratio"] == 2.0
     k = compare(a, slower, by="kernel")
+    assert set(k["metric"]) == {"work_cycles"}   # a kernel's cycles are summed over tiles, and say so
     assert k.filter(kernel="gemm")["p1_delta_cycles"].item() == 850
     with pytest.raises(OptionError, match=r"names=\['x'\] must be 2 distinct names"):
         compare(a, slower, names=["x"])

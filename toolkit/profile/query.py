@@ -93,7 +93,8 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
     run no kernel are grouped by their kind
     (:func:`kernel_label`). Durations are the cropped ones
     (``cropped=False``: the shared clock). Rows by key for phase and tile, else
-    by work cycles, largest first. A :class:`Crop` is used as it is.
+    by busy cycles (wall clock in which the group runs on any tile), largest first. A :class:`Crop` is used as
+    it is.
     """
     if by not in GROUP_KEYS:
         msg = f"by={by!r} is not a group key; use one of {list(GROUP_KEYS)}"
@@ -205,8 +206,9 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     """Two or more profiles aligned by ``by`` (phase, operation or kernel).
 
     ``metric`` is a :func:`query` column (default: span_cycles for phases, work_cycles otherwise).
-    Columns: the key (phases then their label), ``<name>_cycles`` per profile, and for every profile after
-    the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
+    Columns: the key (phases then their label), ``metric`` (which query column every ``<name>_cycles`` holds:
+    a kernel's work cycles are summed over tiles, a phase's span is wall clock), ``<name>_cycles`` per profile,
+    and for every profile after the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
     Groups missing from a profile have null cycles there and count 0 in the deltas. Phases align by what they are (their
     :func:`phase_labels` label and its occurrence: the third ``mlp.fc2 compute``), not by number, so two
     layouts with different phase counts still compare op by op; ``phase`` is the first profile's number.
@@ -250,6 +252,8 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
         *((pl.col(f"{n}_cycles").fill_null(0) - base.fill_null(0)).alias(f"{n}_delta_cycles") for n in names[1:]),
         *((pl.col(f"{n}_cycles") / base).alias(f"{n}_ratio") for n in names[1:]),
     )
+    keys = ["phase", "label"] if by == "phase" else [by]
+    out = out.select(*keys, pl.lit(metric).alias("metric"), pl.exclude(*keys))   # each number says what it is
     return out.sort(by, nulls_last=True) if by == "phase" else out.sort(base, by, descending=[True, False],
                                                                           nulls_last=True)
 
