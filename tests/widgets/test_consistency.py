@@ -69,6 +69,9 @@ def check_layout(ex: LayoutExplorer) -> None:
     assert (row["lowered_cycles"], row["peak_sram_bytes"], row["launches"]) == (
         s["est_cycles"], s["peak_sram_bytes"], s["launches"])
     assert f"{s['est_cycles']:,}" in ex.table.value
+    # an empty vs_hardware says why (mlp-small-repeat has no hardware figure)
+    if ex.compared()["vs_hardware"].null_count() == ex.compared().height:
+        assert f"vs hardware empty: no hardware measurement of {ex.graph.name}" in ex.table.value
 
 
 def test_layout_explorer_shows_the_library_numbers_through_a_sequence_and_back() -> None:
