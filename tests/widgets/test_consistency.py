@@ -165,6 +165,9 @@ def check_sram(ex: SramExplorer) -> None:
     peak = int(occ["live_bytes"].max())
     event = int(occ.filter(pl.col("live_bytes") == peak)["event"].min())
     assert f"tile {tile}: placed peak {peak:,} B" in ex.status.value and f"at event {event}" in ex.status.value
+    # one percentage, rounded once from the bytes, wherever it is shown (status, breakdown title, busiest labels)
+    share = f"{100 * peak / c.target.memory_bytes:.1f}%"
+    assert f"({share} of" in ex.status.value
     objects = pl.concat([c.schedule.objects, c.package.objects], how="vertical_relaxed")
     placed = c.placement.placement.filter(pl.col("tile") == tile).join(objects.select("object_id"), on="object_id")
     m = ex.map_chart.chart.to_dict()
@@ -179,13 +182,13 @@ def check_sram(ex: SramExplorer) -> None:
     assert max(r["bytes"] for r in line["datasets"][line["layer"][0]["data"]["name"]]) == peak
     title = ex.breakdown_chart.chart.to_dict()["title"]
     title = title if isinstance(title, str) else " ".join(title)
-    assert title.startswith(f"tile {tile} peaks at event {event}: {peak:,} B live")
+    assert title.startswith(f"tile {tile} peaks at event {event}: {peak:,} B live ({share} of")
     # every busiest-tiles label is that tile's placed peak
     per_tile = c.placement.occupancy.group_by("tile").agg(pl.col("live_bytes").max())
     peaks = dict(per_tile.iter_rows())
     for label, t in ex.busiest.options:
         if t >= 0:
-            assert label.startswith(f"tile {t}: {peaks[t]:,} B")
+            assert label == f"tile {t}: {peaks[t]:,} B ({100 * peaks[t] / c.target.memory_bytes:.1f}%)"
     assert ex.busiest.value in (tile, -1)
 
 
@@ -208,3 +211,13 @@ def test_sram_explorer_shows_the_library_numbers_through_a_sequence_and_back(sma
 def test_every_memory_map_colouring_draws(small, color: str) -> None:
     ex = SramExplorer(small, color=color)
     check_sram(ex)
+
+
+def test_a_percentage_is_rounded_once_from_its_bytes() -> None:
+    """232,906 B of 638,976 is 36.4498 %: pre-rounded to 36.45 and shown to one place it read 36.5 % in the
+    status beside 36.4 % in the breakdown title."""
+    from toolkit.viz.memory import tile_peaks
+    target = toolkit.ipu21()
+    occ = pl.DataFrame({"tile": [0], "event": [0], "live_bytes": [232_906]})
+    row = tile_peaks(occ, target).row(0, named=True)
+    assert row["percent"] == 100 * 232_906 / target.memory_bytes and f"{row['percent']:.1f}" == "36.4"
