@@ -35,6 +35,16 @@ QUERY_COLUMNS: tables.Schema = {
     "first_offset_cycles": tables.BIG,
     "last_offset_cycles": tables.BIG,
 }
+#: what each query() number is and its scope, as a table's legend says it
+QUERY_MEANINGS = {
+    "tiles": "tiles with a sample in the group",
+    "span_cycles": "wall clock from the group's first start to its last end (gaps count)",
+    "busy_cycles": "wall-clock cycles in which one of its samples runs on any tile",
+    "wall_share": "busy_cycles over the profile's wall clock",
+    "work_cycles": "sample cycles summed over tiles",
+    "mean_cycles": "per sample (also p50, p95, max)",
+    "first_offset_cycles": "from the origin (also last_offset_cycles)",
+}
 BARRIER_SCHEMA: tables.Schema = {
     "phase": tables.BIG,
     "tiles": tables.BIG,
