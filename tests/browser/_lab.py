@@ -263,6 +263,9 @@ class Notebook:
             found += [f"cell {c['cell']} wrote a traceback to stderr: {s[:200]!r}" for s in c["stderr"]
                       if "Traceback" in s]
         found += [f"cell {e['cell']} shows an error: {e['text']!r}" for e in self.page.evaluate(ERRORS_JS)]
+        # a widget whose model never initialized draws nothing and ignores its controls ("[anywidget] Failed to
+        # initialize model": the SRAM map once did), though no output says so
+        found += [f"browser console: {m[:200]!r}" for m in self.console if "Failed to initialize" in m]
         for ch in self.page.evaluate(CHARTS_JS, list(BLANK_LABELS)):
             where = f"cell {ch['cell']} chart {ch['title']!r}"
             if ch["area"] is None:
