@@ -221,3 +221,25 @@ def test_a_percentage_is_rounded_once_from_its_bytes() -> None:
     occ = pl.DataFrame({"tile": [0], "event": [0], "live_bytes": [232_906]})
     row = tile_peaks(occ, target).row(0, named=True)
     assert row["percent"] == 100 * 232_906 / target.memory_bytes and f"{row['percent']:.1f}" == "36.4"
+
+
+def test_the_layout_status_names_a_setting_only_once_every_other_output_shows_it() -> None:
+    """In the browser the status's final line arrived before the dropdowns were relabelled: a reader (and the
+    browser test) saw row_block=12's status beside row_block=8's "(chosen)" plan. The final line comes last."""
+    ex = LayoutExplorer("mlp-small-repeat")
+    seen: list[bool] = []
+
+    def on_status(change: dict) -> None:
+        if "&rarr;" not in change["new"]:
+            return                                      # the busy line
+        opts = ex.current_options()
+        chosen = {n.rsplit(".", 1)[-1]: g.label() for n, g in ex.compilation.layout.chosen.plans}
+        marks = {op: [v for label, v in c.options if label.endswith(" (chosen)")] for op, c in ex.gemm.items()}
+        seen.append(marks == {op: [chosen[op]] if op in chosen else [] for op in ex.gemm}
+                    and pin_label(opts) in ex.table.value
+                    and ex.pareto_chart.chart is ex._view(opts)[1])
+
+    ex.status.observe(on_status, names="value")
+    for value in (8, 12, "auto", 36):
+        ex.row_block.value = value
+    assert len(seen) == 4 and all(seen), seen

@@ -212,7 +212,6 @@ class LayoutExplorer:
             self.status.value = (f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span><br><small>the "
                                  f"charts below still show the last layout that compiled: {shown}</small>")
             return
-        self.status.value = status + self._unchanged(opts)
         with warnings.catch_warnings():   # what a line cannot say is the compiled layout's, shown by its labels
             warnings.simplefilter("ignore", ToolkitWarning)
             self.constraint_lines.value = "\n".join(self.compilation.layout.constraints())
@@ -221,6 +220,9 @@ class LayoutExplorer:
         self._label_plans(self.compilation)
         table = self.compared().select(TABLE_COLUMNS)
         self.table.value = html_table(table, title=f"{TABLE_TITLE}; {hardware_note(table, self.graph.name)}")
+        # the status's final line comes last, as in the other explorers: once it names the setting, every other
+        # output (dropdown marks, charts, table) already shows that setting, never the one before
+        self.status.value = status + self._unchanged(opts)
 
     def _view(self, opts: Options) -> tuple[str, Any, Any, pl.DataFrame]:
         """What one setting shows (built once per setting; the chart objects are reused, so their widgets
