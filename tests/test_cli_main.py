@@ -57,3 +57,28 @@ def test_compile_prints_what_each_number_is():
     for kind in ("screen estimate", "refined estimate", "lowered estimate", "placed", "count"):
         assert kind in r.output
     assert "plans" in r.output and "measured on hardware" not in r.output   # no hardware figure for this preset
+
+
+def _commands(group, path=()):
+    """Every (path, click command) under the CLI's click group."""
+    import click
+    for name, cmd in group.commands.items():
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*path, name))
+
+
+def test_every_help_text_shows_its_brackets_whole():
+    """Rich reads `[grid]` as a style tag and prints nothing ('a  table'): every help text, its bracketed
+    words escaped, prints them as written."""
+    import re
+
+    import typer
+    group = typer.main.get_command(app)
+    tags = re.compile(r"(?<!\\)\[[A-Za-z/#][^\]\s]*\]")   # rich markup: [bold], [/], [grid]; not [...] or [a, b)
+    for path, cmd in _commands(group):
+        helps = [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        assert not [h for h in helps if tags.search(h)], (path, [h for h in helps if tags.search(h)])
+        if path == ("sweep",):
+            r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+            assert "a [grid] table" in r.stdout

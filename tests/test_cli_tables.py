@@ -56,6 +56,10 @@ def test_profile_query_fits_80_columns() -> None:
         rows = json.loads(_run(["profile", "query", str(PROFILE), "--group-by", by, "--json"]))
         _assert_fits(text, rows)
         assert "busy_cycles" in text and "wall_share" in text
+        # the title says whose profile and which clock; a legend says what each number is and its scope
+        flat = " ".join(text.split())
+        assert "a simulated profile: cycles by" in flat and "cropped as the hardware renderer crops" in flat
+        assert "work_cycles: sample cycles summed over tiles" in flat and "busy_cycles: wall-clock cycles" in flat
 
 
 def test_compile_fits_80_columns_and_says_what_each_number_is() -> None:
@@ -75,6 +79,11 @@ def test_sweep_fits_80_columns(tmp_path: Path) -> None:
                             "--json"]))
     shown = [{k: r[k] for k in ("est_cycles", "cropped_cycles", "peak_sram_bytes")} for r in rows]
     _assert_fits(text, shown)
+    # each number says what it is (the summary's est_cycles is the lowered estimate, not the screen's)
+    flat = " ".join(text.split())
+    for said in ("est_cycles: lowered estimate, cycles", "cropped_cycles: simulated, cycles",
+                 "peak_sram_bytes: placed, bytes per tile"):
+        assert said in flat, said
 
 
 @pytest.mark.parametrize("width", [40, 60, 80, 120])

@@ -35,3 +35,10 @@ def test_compilation_repr_names_the_workload_pins_and_stages(compiled: toolkit.C
     assert len(text) < LIMIT
     assert "workload='mlp-small-repeat'" in text and "'row_block': 36" in text and "check" in text
     assert f"{len(compiled.frames())} tables in .frames()" in text
+
+
+def test_a_loaded_case_repr_is_short_and_names_its_workload() -> None:
+    from pathlib import Path
+    case = toolkit.load(Path(__file__).parents[1] / "artifacts" / "joint-placement" / "mlp-small-repeat")
+    text = repr(case)   # its manifest, printed whole, was 63,621 characters
+    assert len(text) < LIMIT and text.startswith("Case(") and "workload='mlp-small-repeat'" in text, text

@@ -202,8 +202,11 @@ def compare_programs(compilations: Any) -> pl.DataFrame:
     for name, c in items:
         part = op_cycles(c).rename({"cycles": f"{name}_cycles", "bytes": f"{name}_bytes"})
         out = part if out is None else out.join(part, on=["op", "kind"], how="full", coalesce=True)
-    base = pl.col(f"{items[0][0]}_cycles")
-    return out.with_columns(*((pl.col(f"{n}_cycles") - base).alias(f"{n}_delta_cycles") for n, _ in items[1:]))
+    # an (op, kind) one program lacks (a phase kind it never runs) counts 0 there in the delta, as the delta
+    # chart draws it; its cycles stay null (absent)
+    base = pl.col(f"{items[0][0]}_cycles").fill_null(0)
+    return out.with_columns(*((pl.col(f"{n}_cycles").fill_null(0) - base).alias(f"{n}_delta_cycles")
+                              for n, _ in items[1:]))
 
 
 def compare_peaks(compilations: Any) -> pl.DataFrame:

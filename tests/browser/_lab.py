@@ -55,6 +55,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def kernel_path() -> str:
+    """PYTHONPATH for the server and its kernels: the checkout under test first, then the caller's entries made
+    absolute (they were relative to the caller's directory, not the kernels')."""
+    entries = [str(Path(e).resolve()) for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    return os.pathsep.join(dict.fromkeys([str(ROOT.resolve()), *entries]))
+
+
 @contextmanager
 def serve(tmp: Path) -> Iterator[str]:
     """A JupyterLab server on a free port over ``tmp/work/notebooks`` (a copy); yields its base URL."""
@@ -67,7 +74,13 @@ def serve(tmp: Path) -> Iterator[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_RUNTIME_DIR": str(tmp / "rt"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings")}
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+           "PYTHONPATH": kernel_path()}
+    # the kernels run in the copy, where a relative PYTHONPATH ("." in the checkout) no longer names the checkout:
+    # they imported the installed toolkit, so the screenshots showed another tree's numbers
+    where = subprocess.run([sys.executable, "-c", "import toolkit; print(toolkit.__file__)"], cwd=root, env=env,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where).resolve().is_relative_to(ROOT.resolve()), f"the kernels would import {where}, not {ROOT}"
     port = free_port()
     cmd = [sys.executable, "-m", "jupyterlab", "--allow-root", "--no-browser", f"--port={port}",
            "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
@@ -263,6 +276,9 @@ class Notebook:
             found += [f"cell {c['cell']} wrote a traceback to stderr: {s[:200]!r}" for s in c["stderr"]
                       if "Traceback" in s]
         found += [f"cell {e['cell']} shows an error: {e['text']!r}" for e in self.page.evaluate(ERRORS_JS)]
+        # a widget whose model never initialized draws nothing and ignores its controls ("[anywidget] Failed to
+        # initialize model": the SRAM map once did), though no output says so
+        found += [f"browser console: {m[:200]!r}" for m in self.console if "Failed to initialize" in m]
         for ch in self.page.evaluate(CHARTS_JS, list(BLANK_LABELS)):
             where = f"cell {ch['cell']} chart {ch['title']!r}"
             if ch["area"] is None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from toolkit import tables
@@ -20,6 +21,7 @@ from toolkit.profile import (
     crop,
     export_perfetto,
     idle,
+    phase_labels,
     query,
     synthetic_profile,
 )
@@ -95,11 +97,13 @@ def test_compare_aligns_and_computes_deltas() -> None:
     a = _profile()
     slower = _profile([(*r[:5], r[5] * 2, r[6] * 2) for r in ROWS])
     c = compare(a, slower, by="phase", names=["base", "slow"])
-    assert c.columns == ["phase", "label", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert c.columns == ["phase", "label", "metric", "base_cycles", "slow_cycles", "slow_delta_cycles", "slow_ratio"]
+    assert set(c["metric"]) == {"span_cycles"}   # which query column the numbers are (a phase's span)
     assert c["label"].null_count() == 0 and c["label"].to_list() == query(a, by="phase")["label"].to_list()
     row = c.filter(phase=1).row(0, named=True)
     assert row["slow_cycles"] == 2 * row["base_cycles"] and row["slow_ratio"] == 2.0
     k = compare(a, slower, by="kernel")
+    assert set(k["metric"]) == {"work_cycles"}   # a kernel's cycles are summed over tiles, and say so
     assert k.filter(kernel="gemm")["p1_delta_cycles"].item() == 850
     with pytest.raises(OptionError, match=r"names=\['x'\] must be 2 distinct names"):
         compare(a, slower, names=["x"])
@@ -198,3 +202,19 @@ def test_a_group_one_profile_lacks_counts_zero_in_the_delta_as_the_chart_draws_i
     k = compare(_profile(), _profile(other), by="kernel", names=["a", "b"])
     gemm = k.filter(kernel="gemm").row(0, named=True)
     assert gemm["b_cycles"] is None and gemm["b_delta_cycles"] == -gemm["a_cycles"] and gemm["b_ratio"] is None
+
+
+def test_phases_align_within_their_repeat_instance() -> None:
+    """A phase one layout runs in every instance and the other never does is missing in each instance, not
+    paired with the next instance's phase of the same label (row block 18's second-instance fc2 exchange was
+    drawn beside row block 36's first-instance reduction exchange)."""
+    import toolkit
+    full = toolkit.compile("mlp-small-repeat", options={"row_block": 36}).profile
+    extra = phase_labels(full).filter(pl.col("phase").is_in([8, 9, 10]))   # instance 0's second fc2 group
+    assert extra["label"].to_list() == ["mlp.fc2 synchronization", "mlp.fc2 exchange", "mlp.fc2 compute"]
+    fewer = Profile(samples=full.samples.filter(~pl.col("phase").is_in([8, 9, 10])), clock_hz=full.clock_hz,
+                    source=full.source)
+    c = compare(full, fewer, by="phase", names=["full", "fewer"], cropped=False)
+    missing = c.filter(pl.col("fewer_cycles").is_null())
+    assert missing["phase"].to_list() == [8, 9, 10]
+    assert c.filter(~pl.col("phase").is_in([8, 9, 10]))["fewer_delta_cycles"].to_list() == [0] * (c.height - 3)

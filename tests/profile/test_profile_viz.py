@@ -45,7 +45,7 @@ def test_phase_bars_and_compare_chart() -> None:
     # phases are shown with what they are, in the query's numeric order
     shown = [f"{p} {lab}" for p, lab in zip(q["phase"], q["label"], strict=True)]
     assert spec["encoding"]["y"]["sort"] == shown
-    assert spec["title"] == "cycles, first start to last end (span) per phase"
+    assert spec["title"] == "span cycles (first start to last end) per phase"
     assert phase_bars(query(a, by="kernel")).to_dict()["encoding"]["x"]["field"] == "busy_cycles"
     assert len(_values(spec)) == 5 and spec["width"] == 520
     spec = compare_chart(compare(a, b, by="phase", names=["base", "new"])).to_dict()
@@ -54,7 +54,7 @@ def test_phase_bars_and_compare_chart() -> None:
     assert {r["shown"] for r in rows} == set(shown)
     # many keys grow the chart down, never across: a fixed width with a bar per profile inside each row
     assert spec["encoding"]["yOffset"]["field"] == "profile" and spec["width"] == 520
-    assert spec["title"] == "cycles per phase: base, new"
+    assert spec["title"] == "span cycles (first start to last end) per phase: base, new"   # what they are
     with pytest.raises(OptionError, match=r"metric='speed' is not a column of the query frame"):
         phase_bars(query(a, by="kernel"), metric="speed")
 

@@ -38,7 +38,7 @@ def test_delta_chart_n_way_top_rows_fixed_width():
     assert len(keys) == 10 and keys[0] == "op29 · exchange"       # the largest change first
     assert {r["key"] for r in data} == set(keys)
     assert spec["width"] == 640
-    assert spec["title"][0] == "change in cycles against c0, per op · phase kind"
+    assert spec["title"][0] == "change in cycles (lowered estimate) against c0, per op · phase kind"
     assert spec["title"][1].startswith("the 10 largest of 60 rows")
     assert all(r["delta"] == 10 * int(r["compared"][1]) * (2 * int(r["key"].split(" ")[0][2:])
                                                             + (r["key"].endswith("exchange"))) for r in data)
@@ -98,3 +98,52 @@ def test_titles_fit_their_chart_and_one_line_stays_a_string():
     assert long[0] == "head" and len(long) > 2
     assert all(len(line) * TITLE_CHAR_PX <= 560 for line in long)
     assert " ".join(long[1:]).split() == ("chosen: " + "; ".join(f"op{i}=10x24x6" for i in range(30))).split()
+
+
+def _ticks_clear(spec: dict, width: int = 640) -> list[int]:
+    """The delta axis's tick values: 0 among them, labelled, none hidden, and far enough apart that the widest
+    label clears its neighbours (Vega hid the overlapping ones, the zero among them)."""
+    from toolkit.viz.text import LABEL_CHAR_PX
+    x = spec["encoding"]["x"]
+    ticks = x["axis"]["values"]
+    assert 0 in ticks and "0 (no change)" in x["axis"]["labelExpr"] and x["axis"]["labelOverlap"] is False
+    assert x["scale"]["domain"] == [ticks[0], ticks[-1]]
+    widest = max(len("0 (no change)") if t == 0 else len(f"{t:,}") for t in ticks) * LABEL_CHAR_PX
+    if len(ticks) > 1:
+        assert width * (ticks[1] - ticks[0]) / (ticks[-1] - ticks[0]) >= widest
+    deltas = [r["delta"] for r in rows(spec)]
+    assert ticks[0] <= min(deltas) and max(deltas) <= ticks[-1]
+    return ticks
+
+
+@pytest.mark.parametrize("scale", [1, 37, 1_000, 250_000, 40_000_000])
+def test_every_delta_axis_labels_its_zero_and_no_label_is_hidden(scale: int) -> None:
+    frame = programs(n=3, ops=6).with_columns(pl.col("c2_cycles") * -scale, pl.col("c1_cycles") * scale)
+    for metric in ("cycles", "bytes"):
+        _ticks_clear(delta_chart(frame, metric=metric).to_dict())
+
+
+def test_every_delta_chart_says_what_its_numbers_are_and_their_scope() -> None:
+    a, b = (synthetic_profile(tiles=6, samples_per_tile=8, seed=s) for s in (1, 2))
+    kernels = delta_chart(compare(a, b, by="kernel", names=["a", "b"])).to_dict()
+    assert kernels["title"][0] == "change in work cycles (summed over tiles) against a, per kernel"
+    assert kernels["encoding"]["x"]["title"] == "work cycles (summed over tiles) minus a's"
+    phases = delta_chart(compare(a, b, by="phase", names=["a", "b"])).to_dict()
+    assert phases["title"][0].startswith("change in span cycles (first start to last end) against a")
+    program = delta_chart(programs()).to_dict()
+    assert program["title"][0] == "change in cycles (lowered estimate) against c0, per op · phase kind"
+    assert delta_chart(programs(), metric="bytes").to_dict()["encoding"]["x"]["title"] == \
+        "bytes exchanged (lowered) minus c0's"
+
+
+def test_a_program_comparison_counts_a_missing_op_as_zero_in_its_delta_as_its_chart_draws_it() -> None:
+    """The table said null where the delta chart drew the whole cost (as compare() once did for kernels)."""
+    from toolkit.report import compare_programs
+    with_ln = toolkit.compile("mlp-small-repeat", options={"row_block": 36})
+    without = toolkit.compile(toolkit.build_graph("mlp-small-repeat", layernorm=False), options={"row_block": 36})
+    frame = compare_programs({"a": with_ln, "b": without})
+    ln = frame.filter(pl.col("op") == "mlp.ln").row(0, named=True)
+    assert ln["b_cycles"] is None and ln["b_delta_cycles"] == -ln["a_cycles"] != 0
+    drawn = {r["key"]: r["delta"] for r in rows(delta_chart(frame).to_dict())}
+    table = {f"{r['op']} · {r['kind']}": r["b_delta_cycles"] for r in frame.iter_rows(named=True)}
+    assert drawn == {k: v for k, v in table.items() if k in drawn} and drawn["mlp.ln · compute"] == ln["b_delta_cycles"]

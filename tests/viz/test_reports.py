@@ -77,6 +77,10 @@ def test_small_profile_draws_every_piece_with_the_renderer_categories():
     assert " cycles = " in facts["cropped cycles"] and " µs " in facts["shared clock"]
     headings = [s.heading for s in report.sections]
     assert headings[-2:] == ["Phases (cropped cycles)", "Kernels (cropped cycles)"]
+    # the category table: its share rounded once (by the page), and its tile count says what it counts
+    table = next(s.table for s in report.sections if s.heading == "Tile-cycles per category")
+    assert "tiles_in_category" in table.columns and "tiles" not in table.columns
+    assert abs(table["share_percent"].sum() - 100.0) < 1e-9
 
 
 def test_chip_profile_is_binned_not_refused(chip):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from altair.jupyter.jupyter_chart import PointSelection
 
@@ -307,3 +308,12 @@ def test_memory_classes_keep_their_palette_colour_in_every_view(small):
     for scale in scales:
         assert scale["range"] == [color_of(v) for v in scale["domain"]]
         assert "interleaved" in scale["domain"] or "standard" in scale["domain"]
+
+
+def test_an_empty_vs_hardware_always_says_why() -> None:
+    from toolkit.widgets.layout import hardware_note
+    some = pl.DataFrame({"vs_hardware": [0.91, None]})
+    none = pl.DataFrame({"vs_hardware": [None, None]}, schema={"vs_hardware": pl.Float64})
+    assert hardware_note(some, "mlp-single-b1").endswith("; empty: no hardware measurement of that program")
+    assert hardware_note(none, "mlp-small-repeat") == \
+        "vs hardware empty: no hardware measurement of mlp-small-repeat as compiled here"

@@ -201,6 +201,10 @@ class Case:
     def frames(self) -> dict[str, pl.DataFrame]:
         return dict(self.tables)
 
+    def __repr__(self) -> str:   # its manifest lists every file's digest: tens of thousands of characters
+        from toolkit.tables import short_repr
+        return short_repr(self, workload=self.manifest.get("workload"), source=self.manifest.get("source"))
+
 
 def load_case(case: str | Path) -> Case:
     """Read a case directory written by :func:`write_case` (``toolkit.load``): only the files its manifest

@@ -237,7 +237,7 @@ def sweep_cmd(
     workloads: list[str] = typer.Argument(None, help="Preset names (also: workloads = [...] in --grid-file)."),
     grid: list[str] = typer.Option([], "--grid", "-g", help="key=v1,v2,... (repeatable): the option grid; batch and "
                                                           "blocks are grid keys too."),
-    grid_file: Path | None = typer.Option(None, "--grid-file", help="TOML: workloads = [...] and a [grid] table."),
+    grid_file: Path | None = typer.Option(None, "--grid-file", help="TOML: workloads = [...] and a \\[grid] table."),
     out: Path | None = typer.Option(None, help="Dataset directory: each point is written as it finishes, points "
                                                "already there are skipped, other points are kept."),
     scheduler: str | None = typer.Option(None, help="Dask scheduler address (default: local processes)."),

@@ -58,22 +58,34 @@ def query_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
 ) -> None:
     """Cycles per kernel / operation / phase / kind / tile."""
-    from toolkit.profile import query
+    import textwrap
+
+    from toolkit.cli.table import terminal_width
+    from toolkit.profile import crop, query
+    from toolkit.profile.query import QUERY_MEANINGS
 
     if limit < 0:
         fail(OptionError(f"--limit={limit} must be a number of rows >= 0 (the JSON output has every row)",
                          field="limit", value=limit))
     profile = _read(file)
     try:
-        q = query(profile, by=group_by, cropped=not shared_clock)
+        view = crop(profile, shared_clock=shared_clock)
+        q = query(view, by=group_by)
     except OptionError as exc:
         fail(exc)
     if as_json:
         typer.echo(json.dumps(q.to_dicts()))
         return
-    show(q.head(limit), f"{file.name}: cycles by {group_by}")
+    # what the numbers are: whose profile (simulated or measured), which clock, how many tiles
+    clock = "shared clock" if shared_clock else "cropped as the hardware renderer crops"
+    show(q.head(limit), f"{file.name}, a {profile.source} profile: cycles by {group_by}, {clock} "
+                        f"({view.cropped_cycles:,} cycles on {view.tiles:,} tiles)")
     if q.height > limit:
         typer.echo(f"... {q.height - limit} more rows (use --limit or --json)")
+    width = terminal_width()
+    for name, meaning in QUERY_MEANINGS.items():
+        if name in q.columns:
+            typer.echo("\n".join(textwrap.wrap(f"{name}: {meaning}", width, subsequent_indent="    ")))
 
 
 @app.command("export")

@@ -24,6 +24,14 @@ from toolkit.sweep import SweepInterrupted, SweepProgress, merge_grids, read_gri
 
 SHOWN = ("workload", "batch", "blocks", "est_cycles", "cropped_cycles", "peak_sram_bytes", "placed",
          "compile_seconds", "error")
+#: what each number of the table is, its unit and its scope, printed under the table (toolkit.sweep.rows)
+MEANING = {
+    "est_cycles": "lowered estimate, cycles (scheduled compute and sync phases, exchange phases as lowered)",
+    "cropped_cycles": "simulated, cycles (the simulated profile cropped as the hardware renderer crops it; "
+                      "empty: simulate off)",
+    "peak_sram_bytes": "placed, bytes per tile (the fullest tile's live bytes at its peak event)",
+    "compile_seconds": "wall-clock seconds to compile the point (the first point also pays the imports)",
+}
 
 
 def grid_from_flags(flags: list[str]) -> dict[str, list[object]]:
@@ -62,9 +70,21 @@ def run_sweep_cmd(workloads: list[str], grid: list[str], grid_file: Path | None,
     grid_cols = [f"opt_{k}" for k in axes if f"opt_{k}" in rows.columns]
     cols = list(dict.fromkeys([*SHOWN[:3], *grid_cols, *SHOWN[3:]]))
     show(rows.select(cols).with_columns(pl.col("compile_seconds").round(2)), "sweep")
+    for line in legend(cols):
+        typer.echo(line)
     if out is not None:
         typer.echo(f"{rows.height} points in {out} (toolkit.load_sweep({str(out)!r}) reads every point there)",
                    err=True)
+
+
+def legend(columns: list[str]) -> list[str]:
+    """What each number of the sweep table is (estimate, simulated or placed), its unit and scope, wrapped."""
+    import textwrap
+
+    from toolkit.cli.table import terminal_width
+    width = terminal_width()
+    return [line for name in columns if name in MEANING
+            for line in textwrap.wrap(f"{name}: {MEANING[name]}", width, subsequent_indent="    ")]
 
 
 @contextmanager

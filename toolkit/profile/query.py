@@ -35,6 +35,16 @@ QUERY_COLUMNS: tables.Schema = {
     "first_offset_cycles": tables.BIG,
     "last_offset_cycles": tables.BIG,
 }
+#: what each query() number is and its scope, as a table's legend says it
+QUERY_MEANINGS = {
+    "tiles": "tiles with a sample in the group",
+    "span_cycles": "wall clock from the group's first start to its last end (gaps count)",
+    "busy_cycles": "wall-clock cycles in which one of its samples runs on any tile",
+    "wall_share": "busy_cycles over the profile's wall clock",
+    "work_cycles": "sample cycles summed over tiles",
+    "mean_cycles": "per sample (also p50, p95, max)",
+    "first_offset_cycles": "from the origin (also last_offset_cycles)",
+}
 BARRIER_SCHEMA: tables.Schema = {
     "phase": tables.BIG,
     "tiles": tables.BIG,
@@ -93,7 +103,8 @@ def query(profile: Profile | Crop, by: str = "kernel", cropped: bool = True) -> 
     run no kernel are grouped by their kind
     (:func:`kernel_label`). Durations are the cropped ones
     (``cropped=False``: the shared clock). Rows by key for phase and tile, else
-    by work cycles, largest first. A :class:`Crop` is used as it is.
+    by busy cycles (wall clock in which the group runs on any tile), largest first. A :class:`Crop` is used as
+    it is.
     """
     if by not in GROUP_KEYS:
         msg = f"by={by!r} is not a group key; use one of {list(GROUP_KEYS)}"
@@ -205,11 +216,13 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     """Two or more profiles aligned by ``by`` (phase, operation or kernel).
 
     ``metric`` is a :func:`query` column (default: span_cycles for phases, work_cycles otherwise).
-    Columns: the key (phases then their label), ``<name>_cycles`` per profile, and for every profile after
-    the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
+    Columns: the key (phases then their label), ``metric`` (which query column every ``<name>_cycles`` holds:
+    a kernel's work cycles are summed over tiles, a phase's span is wall clock), ``<name>_cycles`` per profile,
+    and for every profile after the first ``<name>_delta_cycles`` and ``<name>_ratio`` against the first.
     Groups missing from a profile have null cycles there and count 0 in the deltas. Phases align by what they are (their
-    :func:`phase_labels` label and its occurrence: the third ``mlp.fc2 compute``), not by number, so two
-    layouts with different phase counts still compare op by op; ``phase`` is the first profile's number.
+    :func:`phase_labels` label, the repeat instance (``epoch``) it ran in, and its occurrence there: the second
+    ``mlp.fc2 compute`` of instance 1), not by number, so two layouts with different phase counts still compare
+    op by op; ``phase`` is the first profile's number.
     """
     if len(profiles) < 2:
         msg = f"compare needs at least two profiles, got {len(profiles)}"
@@ -225,14 +238,19 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     if metric not in QUERY_COLUMNS:
         msg = f"metric={metric!r} is not a query column; use one of {list(QUERY_COLUMNS)}"
         raise OptionError(msg, field="metric", value=metric)
-    # phases of two programs align by what they are (the label, and which occurrence of it), not by number:
-    # a different layout may add or drop phases, which would shift every later number
-    on = ["label", "occurrence"] if by == "phase" else [by]
+    # phases of two programs align by what they are (the label, the repeat instance it ran in, and which
+    # occurrence of it there), not by number: a different layout may add or drop phases, which would shift every
+    # later number, and counting occurrences over the whole program would pair one instance's extra phase with
+    # the next instance's
+    on = ["label", "epoch", "occurrence"] if by == "phase" else [by]
     out: pl.DataFrame | None = None
     for name, p in zip(names, profiles, strict=True):
-        q = query(p, by=by, cropped=cropped)
+        c = _crop(p, cropped)
+        q = query(c, by=by)
         if by == "phase":
-            q = q.with_columns(pl.int_range(1, pl.len() + 1).over("label").alias("occurrence"))
+            epochs = c.samples.group_by("phase").agg(pl.col("epoch").min().cast(pl.Int64))
+            q = (q.join(epochs, on="phase", how="left")
+                 .with_columns(pl.int_range(1, pl.len() + 1).over("label", "epoch").alias("occurrence")))
         q = q.select(*on, *(["phase"] if by == "phase" else []), pl.col(metric).alias(f"{name}_cycles"))
         if out is not None and by == "phase":
             q = q.rename({"phase": f"_phase_{name}"})
@@ -241,7 +259,7 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     if by == "phase":   # the first profile's phase number, else the first that has the phase
         later = [f"_phase_{n}" for n in names[1:]]
         out = (out.with_columns(pl.coalesce("phase", *later).alias("phase"))
-               .drop(later).select("phase", "label", pl.exclude("phase", "label", "occurrence"))
+               .drop(later).select("phase", "label", pl.exclude("phase", "label", "epoch", "occurrence"))
                .sort("phase", nulls_last=True))
     base = pl.col(f"{names[0]}_cycles")
     # a group one profile lacks (a kernel one layout never runs) ran 0 cycles there: its cycles stay null (absent)
@@ -250,6 +268,8 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
         *((pl.col(f"{n}_cycles").fill_null(0) - base.fill_null(0)).alias(f"{n}_delta_cycles") for n in names[1:]),
         *((pl.col(f"{n}_cycles") / base).alias(f"{n}_ratio") for n in names[1:]),
     )
+    keys = ["phase", "label"] if by == "phase" else [by]
+    out = out.select(*keys, pl.lit(metric).alias("metric"), pl.exclude(*keys))   # each number says what it is
     return out.sort(by, nulls_last=True) if by == "phase" else out.sort(base, by, descending=[True, False],
                                                                           nulls_last=True)
 

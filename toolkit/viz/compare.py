@@ -16,10 +16,13 @@ import polars as pl
 
 from toolkit.errors import OptionError
 from toolkit.target import Target
+from toolkit.viz.text import ZERO_LABEL, delta_ticks
 
 DEFAULT_MAX_ROWS = 5000
 WIDTH = 640
 METRICS = {"cycles": "cycles", "bytes": "bytes exchanged"}
+#: what a program comparison's numbers are (toolkit.report.compare_programs: per op and phase kind)
+PROGRAM_METRICS = {"cycles": "cycles (lowered estimate)", "bytes": "bytes exchanged (lowered)"}
 
 
 def _key(frame: pl.DataFrame) -> tuple[pl.DataFrame, str]:
@@ -41,8 +44,16 @@ def _names(frame: pl.DataFrame, suffix: str, what: str) -> list[str]:
     return names
 
 
-#: delta axes name their zero (no change), every other tick with thousands separators
-ZERO_LABEL = "datum.value == 0 ? '0 (no change)' : format(datum.value, ',')"
+def measure(frame: pl.DataFrame, metric: str = "cycles") -> str:
+    """What a comparison frame's numbers are, with their scope: a profile comparison names its query column
+    (``metric``: a kernel's work cycles are summed over tiles), a program comparison is lowered estimates."""
+    from toolkit.viz.profile import METRIC_TITLES
+    if "metric" in frame.columns and frame.height and metric == "cycles":
+        name = str(frame["metric"][0])
+        return METRIC_TITLES.get(name, name.replace("_", " "))
+    if {"op", "kind"} <= set(frame.columns):
+        return PROGRAM_METRICS[metric]
+    return METRICS[metric]
 
 
 def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int = 25, width: int = WIDTH,
@@ -77,13 +88,17 @@ def delta_chart(compare_frame: pl.DataFrame, *, metric: str = "cycles", top: int
         msg = f"delta_chart would draw {long.height} bars (max_rows={max_rows}); lower top"
         raise OptionError(msg, field="max_rows", value=max_rows)
     shown = f"the {keep.height} largest of {frame.height}" if keep.height < frame.height else f"all {frame.height}"
-    title = [f"change in {METRICS[metric]} against {base}, per {key_title}",
+    what = measure(compare_frame, metric)
+    title = [f"change in {what} against {base}, per {key_title}",
              f"{shown} rows; right of zero: more {METRICS[metric]} than {base}"]
+    # the ticks are chosen here so that 0 is always labelled and no label is hidden for overlapping
+    ticks = delta_ticks(long["delta"].min() or 0, long["delta"].max() or 0, width)
     return alt.Chart(long, title=title).mark_bar().encode(
         y=alt.Y("key:N", title=key_title, sort=keep["key"].to_list()),
         yOffset=alt.YOffset("compared:N"),
-        x=alt.X("delta:Q", title=f"{metric} minus {base}'s", scale=alt.Scale(zero=True),
-                axis=alt.Axis(labelExpr=ZERO_LABEL)),
+        x=alt.X("delta:Q", title=f"{what} minus {base}'s",
+                scale=alt.Scale(zero=True, nice=False, domain=[ticks[0], ticks[-1]]),
+                axis=alt.Axis(values=ticks, labelExpr=ZERO_LABEL, labelOverlap=False)),
         color=alt.Color("compared:N", title="compared with " + base, legend=alt.Legend(orient="bottom")),
         tooltip=["key", "compared", alt.Tooltip("delta:Q", format=",")],
     ).properties(width=width)
@@ -120,4 +135,4 @@ def peak_delta_heatmap(peaks_frame: pl.DataFrame, target: Target, *, cell_px: in
         column=alt.Column("compared:N", title=f"per-tile peak SRAM against {names[0]}"))
 
 
-__all__ = ["delta_chart", "peak_delta_heatmap"]
+__all__ = ["delta_chart", "measure", "peak_delta_heatmap"]

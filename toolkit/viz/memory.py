@@ -84,7 +84,8 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
             pl.lit(capacity, dtype=pl.Int64).alias("capacity_bytes"),
         )
         .with_columns((pl.col("peak_bytes") / capacity).alias("fraction"))
-        .with_columns((pl.col("fraction") * 100).round(2).alias("percent"))
+        # never pre-rounded: a view that rounds it again would show 36.4498 % as 36.5 % beside 36.4 % elsewhere
+        .with_columns((pl.col("fraction") * 100).alias("percent"))
         .select([pl.col(c).cast(t) for c, t in TILE_PEAKS_SCHEMA.items()])
     )
 

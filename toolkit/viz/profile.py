@@ -99,10 +99,10 @@ def phase_bars(query_frame: pl.DataFrame, metric: str | None = None, max_rows: i
 
 
 #: what each query metric is, as chart titles say it
-METRIC_TITLES = {"span_cycles": "cycles, first start to last end (span)",
+METRIC_TITLES = {"span_cycles": "span cycles (first start to last end)",
                  "busy_cycles": "busy cycles (wall clock in which it runs on any tile)",
                  "wall_share": "share of the program's wall clock",
-                 "work_cycles": "work cycles, summed over tiles",
+                 "work_cycles": "work cycles (summed over tiles)",
                  "mean_cycles": "mean cycles per sample", "max_cycles": "longest sample, cycles"}
 PLOT_WIDTH = 520
 
@@ -130,11 +130,14 @@ def compare_chart(compare_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS)
         msg = f"compare_chart would draw {long.height} bars (max_rows={max_rows}); filter the comparison first"
         raise OptionError(msg, field="max_rows", value=max_rows)
     names = [c.removesuffix("_cycles") for c in value_cols]
+    # what the numbers are: a kernel's work cycles are summed over tiles, a phase's span is wall clock
+    metric = str(compare_frame["metric"][0]) if "metric" in compare_frame.columns and compare_frame.height else ""
+    what = METRIC_TITLES.get(metric, "cycles")
     # one row per key, a bar per profile: any number of keys fits the width (the chart grows down, not across)
-    return alt.Chart(long, title=f"cycles per {key}: {', '.join(names)}").mark_bar().encode(
+    return alt.Chart(long, title=f"{what} per {key}: {', '.join(names)}").mark_bar().encode(
         y=alt.Y("shown:N", title=key, sort=None),
         yOffset=alt.YOffset("profile:N", sort=names),
-        x=alt.X("cycles:Q", title="cycles"),
+        x=alt.X("cycles:Q", title=what),
         color=alt.Color("profile:N", sort=names, legend=alt.Legend(orient="top", title="profile")),
         tooltip=[alt.Tooltip("shown:N", title=key), "profile", alt.Tooltip("cycles:Q", format=",")],
     ).properties(width=PLOT_WIDTH)

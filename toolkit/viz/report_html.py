@@ -122,10 +122,13 @@ def profile_report(profile: Profile, *, name: str = "profile", shared_clock: boo
     tl = timeline_categories(profile, shared_clock=shared_clock)
     clock = "shared clock" if shared_clock else "cropped"
     sections = [*timeline_sections(tl, view.cropped_cycles, clock=clock, max_rows=max_rows)]
-    totals = category_cycles(tl).with_columns((pl.col("share") * 100).round(2).alias("share_percent")).drop("share")
-    sections.append(Section(heading="Tile-cycles per category", table=totals.rename({"cycles": "tile_cycles"}),
+    # the share is rounded once, by the table; "tiles" is how many tiles spent any cycle in the category
+    totals = category_cycles(tl).with_columns((pl.col("share") * 100).alias("share_percent")).drop("share")
+    sections.append(Section(heading="Tile-cycles per category",
+                            table=totals.rename({"cycles": "tile_cycles", "tiles": "tiles_in_category"}),
                             note="Summed over tiles: a cycle on 1,000 tiles counts 1,000 times. Idle includes the gaps "
-                                 "between a tile's samples and after its last one."))
+                                 "between a tile's samples and after its last one. The share is of every tile-cycle "
+                                 f"of the {view.tiles:,} tiles, idle included."))
     b = barriers(profile).phases
     shown = b if b.height <= BARRIER_MAX_PHASES else b.sort(
         pl.col("last_arrival_offset_cycles") - pl.col("first_arrival_offset_cycles")

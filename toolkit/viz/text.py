@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 import textwrap
 from collections.abc import Iterable
 
@@ -22,6 +23,32 @@ def fit_title(lines: str | Iterable[str], width_px: int) -> str | list[str]:
     for line in lines:
         out.extend(textwrap.wrap(line, chars, break_long_words=False) or [""])
     return out[0] if len(out) == 1 else out
+
+
+#: average width of an axis label character in Vega's default 10 px sans-serif label font, and the room kept
+#: between two labels, in pixels
+LABEL_CHAR_PX = 6.0
+LABEL_GAP_PX = 14.0
+#: a delta axis names its zero; every other tick reads with thousands separators (a Vega label expression)
+ZERO_LABEL = "datum.value == 0 ? '0 (no change)' : format(datum.value, ',')"
+
+
+def delta_ticks(lo: float, hi: float, width_px: int) -> list[int]:
+    """Tick values for an axis of changes over ``[lo, hi]`` drawn ``width_px`` wide: multiples of a 1-2-5
+    step, so 0 is always one of them (labelled ``0 (no change)``), spaced so that the widest label clears its
+    neighbours. Vega's own ticks hide labels that would overlap, and the one it hid was often the zero."""
+    lo, hi = math.floor(min(lo, 0)), math.ceil(max(hi, 0))
+    if lo == hi:
+        return [0]
+    for power in range(19):
+        for mult in (1, 2, 5):
+            step = mult * 10**power
+            first, last = (lo // step) * step, -(-hi // step) * step
+            # the widest label is the zero's or an end's (the longest numbers); the list is built only once it fits
+            widest = max(len("0 (no change)"), len(f"{first:,}"), len(f"{last:,}")) * LABEL_CHAR_PX
+            if width_px * step / (last - first) >= widest + LABEL_GAP_PX:
+                return list(range(first, last + step, step))
+    return [lo, 0, hi]
 
 
 #: inline styles, so a table reads the same in a notebook widget and in an offline report page
@@ -54,4 +81,4 @@ def html_table(df: pl.DataFrame, max_rows: int = 200, *, title: str = "") -> str
             f"</table>{more}")
 
 
-__all__ = ["TITLE_CHAR_PX", "fit_title", "html_table"]
+__all__ = ["LABEL_CHAR_PX", "TITLE_CHAR_PX", "ZERO_LABEL", "delta_ticks", "fit_title", "html_table"]

@@ -68,6 +68,15 @@ def compared_row(c: Compilation) -> pl.DataFrame:
     ).select(list(COMPARE_COLUMNS))
 
 
+def hardware_note(table: pl.DataFrame, workload: str) -> str:
+    """What the ``vs_hardware`` column is, and why it is empty where it is (never a blank without a reason)."""
+    what = "vs hardware: simulated over the real compiler's own program for the workload, measured on hardware"
+    missing = table["vs_hardware"].null_count()
+    if missing == table.height:
+        return f"vs hardware empty: no hardware measurement of {workload} as compiled here"
+    return what + ("" if not missing else "; empty: no hardware measurement of that program")
+
+
 def pin_label(options: Options) -> str:
     """The layout pins of ``options`` as ``name=value`` (``searched`` when nothing is pinned)."""
     pins = [f"{k}={getattr(options, k)}" for k in PARAMETERS if getattr(options, k, None) is not None]
@@ -203,14 +212,17 @@ class LayoutExplorer:
             self.status.value = (f"<span style='color:firebrick'>{pin_label(opts)}: {err}</span><br><small>the "
                                  f"charts below still show the last layout that compiled: {shown}</small>")
             return
-        self.status.value = status + self._unchanged(opts)
         with warnings.catch_warnings():   # what a line cannot say is the compiled layout's, shown by its labels
             warnings.simplefilter("ignore", ToolkitWarning)
             self.constraint_lines.value = "\n".join(self.compilation.layout.constraints())
         self.pareto_chart.chart = pareto_chart
         self.tradeoff_chart.chart = tradeoff_chart
         self._label_plans(self.compilation)
-        self.table.value = html_table(self.compared().select(TABLE_COLUMNS), title=TABLE_TITLE)
+        table = self.compared().select(TABLE_COLUMNS)
+        self.table.value = html_table(table, title=f"{TABLE_TITLE}; {hardware_note(table, self.graph.name)}")
+        # the status's final line comes last, as in the other explorers: once it names the setting, every other
+        # output (dropdown marks, charts, table) already shows that setting, never the one before
+        self.status.value = status + self._unchanged(opts)
 
     def _view(self, opts: Options) -> tuple[str, Any, Any, pl.DataFrame]:
         """What one setting shows (built once per setting; the chart objects are reused, so their widgets
