@@ -79,18 +79,18 @@ def test_every_hardware_figure_names_a_graph_and_says_what_is_missing() -> None:
         toolkit.Options(**{k: v for k, v in options.items() if k != "plans"}, plans=options.get("plans", {}))
     hist = hw.filter(pl.col("workload") == "siglip-mlp-benchmark/control").row(0, named=True)
     assert hardware_program(hist) == ("siglip-mlp-benchmark", {"batch": 1, "blocks": 1}, {
-        "weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/60x24"}})
+        "weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/60x24 standard"}})
 
 
 def test_a_benchmark_program_finds_its_own_hardware_figure() -> None:
     """A compile of the hardware's program (its graph and pinned plans) is compared with that program's figure."""
     params = toolkit.build_graph("siglip-mlp-benchmark").params
-    plans = {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/60x24"}   # fc1's weights moved: its first exchange
+    plans = {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/60x24 standard"}   # fc1's weights moved
     fig = hardware_figure("siglip-mlp-benchmark", toolkit.Options(weight_dtype="f16", plans=plans), params)
     assert fig is not None and fig["workload"] == "siglip-mlp-benchmark/control" and fig["hardware_cycles"] == 175_140
     resident = {**plans, "fc1": "4x92x4/16x92"}   # another program: no figure of its own
     assert hardware_figure("siglip-mlp-benchmark", toolkit.Options(weight_dtype="f16", plans=resident), params) is None
-    other = {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/20x72"}
+    other = {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/20x72 standard"}
     assert hardware_figure("siglip-mlp-benchmark", toolkit.Options(plans=other), params)["hardware_cycles"] == 173_442
     assert hardware_figure("siglip-mlp-benchmark", toolkit.Options(plans={"fc1": "2x2x2"}), params) is None
     b4 = toolkit.build_graph("siglip-mlp-benchmark", batch=4, weight_dtype="f8_143").params
