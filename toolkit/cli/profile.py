@@ -58,9 +58,7 @@ def query_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
 ) -> None:
     """Cycles per kernel / operation / phase / kind / tile."""
-    import textwrap
-
-    from toolkit.cli.table import terminal_width
+    from toolkit.cli.table import legend
     from toolkit.profile import crop, query
     from toolkit.profile.query import QUERY_MEANINGS
 
@@ -82,10 +80,8 @@ def query_cmd(
                         f"({view.cropped_cycles:,} cycles on {view.tiles:,} tiles)")
     if q.height > limit:
         typer.echo(f"... {q.height - limit} more rows (use --limit or --json)")
-    width = terminal_width()
-    for name, meaning in QUERY_MEANINGS.items():
-        if name in q.columns:
-            typer.echo("\n".join(textwrap.wrap(f"{name}: {meaning}", width, subsequent_indent="    ")))
+    for line in legend(QUERY_MEANINGS, q.columns):
+        typer.echo(line)
 
 
 @app.command("export")

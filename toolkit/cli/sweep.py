@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from toolkit.cli.graph import fail, show
+from toolkit.cli.table import legend
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.sweep import SweepInterrupted, SweepProgress, merge_grids, read_grid_file, sweep
 
@@ -70,21 +71,11 @@ def run_sweep_cmd(workloads: list[str], grid: list[str], grid_file: Path | None,
     grid_cols = [f"opt_{k}" for k in axes if f"opt_{k}" in rows.columns]
     cols = list(dict.fromkeys([*SHOWN[:3], *grid_cols, *SHOWN[3:]]))
     show(rows.select(cols).with_columns(pl.col("compile_seconds").round(2)), "sweep")
-    for line in legend(cols):
+    for line in legend(MEANING, cols):
         typer.echo(line)
     if out is not None:
         typer.echo(f"{rows.height} points in {out} (toolkit.load_sweep({str(out)!r}) reads every point there)",
                    err=True)
-
-
-def legend(columns: list[str]) -> list[str]:
-    """What each number of the sweep table is (estimate, simulated or placed), its unit and scope, wrapped."""
-    import textwrap
-
-    from toolkit.cli.table import terminal_width
-    width = terminal_width()
-    return [line for name in columns if name in MEANING
-            for line in textwrap.wrap(f"{name}: {MEANING[name]}", width, subsequent_indent="    ")]
 
 
 @contextmanager

@@ -57,6 +57,14 @@ def render(df: pl.DataFrame, title: str, *, width: int | None = None) -> list[st
     return head + textwrap.wrap(note, width) + _vertical(df.columns, rows, width)
 
 
+def legend(meanings: dict[str, str], columns: list[str], *, width: int | None = None) -> list[str]:
+    """The lines under a table that say what each of its ``columns`` named in ``meanings`` is (its kind of
+    number, unit and scope), each wrapped to ``width`` (the terminal's by default)."""
+    width = width or terminal_width()
+    return [line for name in columns if name in meanings
+            for line in textwrap.wrap(f"{name}: {meanings[name]}", width, subsequent_indent="    ")]
+
+
 def show(df: pl.DataFrame, title: str, *, as_json: bool = False) -> None:
     """Print a frame as a table that fits the terminal (or as JSON records)."""
     if as_json:
