@@ -56,9 +56,9 @@ rows = {r["op"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "syn
 layer = (c.schedule.phases.filter(pl.col("block") != "main").group_by("kind").agg(pl.col("est_cycles").sum())
          .rows())   # one instance of the repeated block (the repeat table multiplies it)
 print(json.dumps({
-    "cropped": int(crop(c.profile).cropped_cycles), "est": int(c.est_cycles()), "placed": bool(c.placement.fits),
-    "compute": int(c.est_cycles("compute")), "exchange": int(c.est_cycles("exchange")),
-    "sync": int(c.est_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
+    "cropped": int(crop(c.profile).cropped_cycles), "est": int(c.lowered_cycles()), "placed": bool(c.placement.fits),
+    "compute": int(c.lowered_cycles("compute")), "exchange": int(c.lowered_cycles("exchange")),
+    "sync": int(c.lowered_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
     "ops": {k: int(v) for k, v in zip(*c.graph.ops["kind"].value_counts(sort=True))},
     "plans": c.summary()["plans"].item(), "wall": wall, "layer": {k: int(v) for k, v in layer},
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -101,8 +101,8 @@ def run_row(row: dict) -> dict:
         return {**row, "simulated": None, "error": str(exc).splitlines()[0], "note_run": note}
     phases = exchange_roles(c.schedule.phases).join(c.exchange.summary.select("phase", "est_cycles"), on="phase")
     phases = phases.sort("phase").select("op", "role", "nth", "est_cycles").rows()
-    return {**row, "simulated": int(crop(c.profile).cropped_cycles), "compute": int(c.est_cycles("compute")),
-            "exchange": int(c.est_cycles("exchange")), "phases": phases, "seconds": time.perf_counter() - t,
+    return {**row, "simulated": int(crop(c.profile).cropped_cycles), "compute": int(c.lowered_cycles("compute")),
+            "exchange": int(c.lowered_cycles("exchange")), "phases": phases, "seconds": time.perf_counter() - t,
             "error": None, "note_run": note}
 
 

@@ -45,7 +45,7 @@ out = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
        "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
        "timings": c.timings, "placed": c.placement.fits,
        "tried": c.layout.candidates.filter(pl.col("placed").is_not_null()).height,
-       "cycles": c.est_cycles()}
+       "cycles": c.lowered_cycles()}
 print(json.dumps(out))
 """
 

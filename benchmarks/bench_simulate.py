@@ -159,7 +159,7 @@ def main() -> None:
         "rate of its precision: 128 MAC/cycle for FP8, 64 for FP16)). The cost model is fitted to measured "
         "kernels, never to these programs. Simulated cycles include one initial sync (600 cycles) and equal the "
         "stages' own "
-        "estimate (`Compilation.est_cycles()`) plus that sync. Our layouts are our search's choice, not the "
+        "estimate (`Compilation.lowered_cycles()`) plus that sync. Our layouts are our search's choice, not the "
         "hardware runs' layouts, so the ratio compares two compilers' programs as well as two cost models. "
         "`simulate ms` is the stage alone (its per-instance frames are LazyFrames); `with frames ms` also "
         "expands samples, activities and metadata.",

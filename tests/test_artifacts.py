@@ -19,7 +19,8 @@ def test_case_directory_has_manifest_tables_and_log(tmp_path, b4):
     m = read_manifest(case)
     assert m["workload"] == "mlp-single-b4" and m["params"]["batch"] == 4
     assert m["source"] == "simulated" and m["clock_hz"] == 1.5e9 and m["target"]["tiles"] == 1472
-    assert m["summary"]["placed"] is True
+    assert m["summary"]["placed"] is True and m["summary"]["lowered_cycles"] == b4.lowered_cycles()
+    assert set(m["summary"]) == set(b4.summary().columns)   # the summary's own names (no est_cycles)
     tables = {p.name for p in (case / "tables").iterdir()}
     assert {"schedule.transfers.parquet", "placement.placement.parquet", "exchange.summary.parquet"} <= tables
     assert pl.read_parquet(case / "tables" / "graph.ops.parquet").height == b4.graph.ops.height

@@ -23,7 +23,7 @@ def test_numbers_label_every_figure_and_compare_cycles_with_hardware() -> None:
     cycles = {r["kind"]: r for r in n.filter(pl.col("quantity") == "cycles").iter_rows(named=True)}
     assert set(cycles) == {"screen estimate", "refined estimate", "lowered estimate", "simulated",
                            "measured on hardware"}
-    assert cycles["lowered estimate"]["value"] == c.est_cycles()
+    assert cycles["lowered estimate"]["value"] == c.lowered_cycles()
     assert cycles["simulated"]["value"] == toolkit.profile.crop(c.profile).cropped_cycles
     hw = cycles["measured on hardware"]
     assert hw["value"] == 128_202 and hw["vs_hardware"] is None and "real compiler" in hw["source"]
@@ -47,10 +47,10 @@ def test_programs_compare_by_op_and_kind_and_add_up() -> None:
     from toolkit.report import compare_peaks, compare_programs, op_cycles
     a = toolkit.compile("mlp-small-repeat", options={"simulate": False})
     b = toolkit.compile("mlp-small-repeat", options={"row_block": 36, "simulate": False})
-    assert op_cycles(a)["cycles"].sum() == a.est_cycles()            # repeat instances multiplied in
+    assert op_cycles(a)["cycles"].sum() == a.lowered_cycles()            # repeat instances multiplied in
     t = compare_programs({"a": a, "b": b})
     assert t.columns[:4] == ["op", "kind", "a_cycles", "a_bytes"] and "b_delta_cycles" in t.columns
-    assert t["b_cycles"].sum() == b.est_cycles()
+    assert t["b_cycles"].sum() == b.lowered_cycles()
     assert (t["b_delta_cycles"] == t["b_cycles"] - t["a_cycles"]).all()
     assert t.filter(pl.col("kind") == "exchange")["a_bytes"].sum() == \
         a.schedule.transfers["size_bytes"].sum() * 3                 # three instances of the repeated block

@@ -233,7 +233,7 @@ def test_barriers_hold_on_a_compiled_mlp(mlp) -> None:
     _assert_barriers(p)
     # the simulated program is as long as the stages' own estimate (plus the initial sync)
     cropped = crop(p).cropped_cycles
-    assert cropped == mlp.est_cycles() + SYNC
+    assert cropped == mlp.lowered_cycles() + SYNC
     # busy plus derived idle time covers every tile's whole cropped span
     busy = crop(p).samples.group_by("tile").agg(pl.col("duration_cycles").sum())
     gaps = idle(p).group_by("tile").agg(pl.col("duration_cycles").sum().alias("idle")).collect()
@@ -262,7 +262,7 @@ def test_round_trip_capnp_and_parquet(small_repeat, tmp_path: Path) -> None:
 def test_repeats_are_expanded_only_on_request(small_repeat) -> None:
     p = simulate(small_repeat)
     assert not any(p.collected(n) for n in ("samples", "activities", "metadata"))
-    assert crop(p).cropped_cycles == small_repeat.est_cycles() + SYNC
+    assert crop(p).cropped_cycles == small_repeat.lowered_cycles() + SYNC
     assert p.tiles == small_repeat.tiles.steps["tile"].n_unique()
     assert not p.collected("samples")   # the crop and the tile count read only the columns they need
     # the same frames as a profile that holds them: the written files do not depend on how the frames were held
@@ -307,7 +307,7 @@ def test_repeat_samples_are_steps_times_instances(small_repeat) -> None:
     assert p.samples["phase"].max() == 3 * c.schedule.phases.height - 1
     n_acts = c.exchange.groups.height + c.exchange.passes.height
     assert p.activities.height == n_acts * instances
-    assert crop(p).cropped_cycles == c.est_cycles() + SYNC
+    assert crop(p).cropped_cycles == c.lowered_cycles() + SYNC
     _assert_barriers(p)
 
 

@@ -58,7 +58,7 @@ def test_rows_have_the_one_schema_typed(tmp_path):
     assert dict(df.schema) == SWEEP_SCHEMA
     assert df["opt_row_block"].to_list() == [18, 36] and df["opt_weight_class"].dtype == pl.String
     assert df["status"].to_list() == ["ok", "ok"] and df["error"].is_null().all()
-    assert df["placed"].all() and (df["cropped_cycles"] >= df["est_cycles"] * 0.9).all()
+    assert df["placed"].all() and (df["cropped_cycles"] >= df["lowered_cycles"] * 0.9).all()
     assert (df["peak_rss_bytes"] > 0).all() and (df["compile_seconds"] > 0).all()
     assert df.select("workload", "batch", "blocks", "weight_dtype").unique().rows() == [(SMALL, 1, 3, "f8_143")]
     assert dict(load_sweep(tmp_path / "ds").schema) == SWEEP_SCHEMA

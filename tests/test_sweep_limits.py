@@ -43,11 +43,11 @@ def test_a_wrong_typed_point_file_is_named_and_a_rerun_recovers(tmp_path) -> Non
     out = tmp_path / "ds"
     first = sweep([SMALL], {"row_block": [36]}, out=out, workers=1)
     f = next(out.glob("point-*.parquet"))
-    pl.read_parquet(f).with_columns(pl.lit("many").alias("est_cycles")).write_parquet(f)
-    with pytest.raises(FormatError, match=r"column 'est_cycles' holds String"):
+    pl.read_parquet(f).with_columns(pl.lit("many").alias("lowered_cycles")).write_parquet(f)
+    with pytest.raises(FormatError, match=r"column 'lowered_cycles' holds String"):
         load_sweep(out)
     again = sweep([SMALL], {"row_block": [36]}, out=out, workers=1)   # the point runs again, its file replaced
-    assert again["est_cycles"][0] == first["est_cycles"][0] and load_sweep(out).height == 1
+    assert again["lowered_cycles"][0] == first["lowered_cycles"][0] and load_sweep(out).height == 1
     os.unlink(f)
     os.mkfifo(f)   # a FIFO named like a point file blocks neither a load nor a rerun
     with pytest.raises(FormatError, match="FIFO"):

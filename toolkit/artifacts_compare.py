@@ -42,9 +42,9 @@ CHECK_SCHEMA: tables.Schema = {
 COMPARE_SCHEMA: tables.Schema = {
     "case": tables.STR, "workload": tables.STR, "source": tables.STR, "tiles_used": tables.BIG,
     "simulated_cycles": tables.BIG, "simulated_us": pl.Float64, "hardware_cycles": tables.BIG,
-    "vs_hardware": pl.Float64, "lowered_cycles": tables.BIG, "compute_cycles": tables.BIG,
-    "exchange_cycles": tables.BIG, "sync_cycles": tables.BIG, "max_abs_error": pl.Float64,
-    "peak_sram_bytes": tables.BIG, "launches": tables.BIG, "exchange_steps": tables.BIG,
+    "vs_hardware": pl.Float64, "lowered_cycles": tables.BIG, "lowered_compute_cycles": tables.BIG,
+    "lowered_exchange_cycles": tables.BIG, "lowered_sync_cycles": tables.BIG, "max_abs_error": pl.Float64,
+    "peak_sram_bytes": tables.BIG, "lowered_launches": tables.BIG, "exchange_steps": tables.BIG,
     "exchange_sent_bytes": tables.BIG, "exchange_delivered_bytes": tables.BIG,
 }
 #: column -> (unit, what the number is)
@@ -59,14 +59,13 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "hardware_cycles": ("cycles", "the real compiler's own program for the workload measured on a C600, "
                                   "renderer-cropped (toolkit.report.hardware_programs); null when none exists"),
     "vs_hardware": ("ratio", "simulated_cycles / hardware_cycles (below 1: the simulation is faster)"),
-    "lowered_cycles": ("cycles", "the compiler's lowered estimate (manifest summary est_cycles)"),
-    "compute_cycles": ("cycles", "the compute phases of the lowered estimate"),
-    "exchange_cycles": ("cycles", "the exchange phases of the lowered estimate"),
-    "sync_cycles": ("cycles", "the sync phases of the lowered estimate"),
+    **{k: ("cycles", f"{tables.SUMMARY_MEANINGS[k]} (manifest summary {k})")
+       for k in ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles", "lowered_sync_cycles")},
     "max_abs_error": ("output units", "the functional check: largest |device result - float64 reference| over "
                                       "every output element (manifest max_abs_error); null when not checked"),
-    "peak_sram_bytes": ("bytes", "joint placement: the fullest tile's live bytes at its peak event"),
-    "launches": ("launches", "worker launches on the busiest tile per phase, summed over phases"),
+    "peak_sram_bytes": ("bytes", f"{tables.SUMMARY_MEANINGS['peak_sram_bytes']} (manifest summary peak_sram_bytes)"),
+    "lowered_launches": ("launches", f"{tables.SUMMARY_MEANINGS['lowered_launches']} (manifest summary "
+                                     f"lowered_launches)"),
     "exchange_steps": ("steps", "lowered exchange steps, repeat instances expanded"),
     "exchange_sent_bytes": ("bytes", "bytes the sending tiles put on the exchange (each message once), "
                                      "repeat instances expanded (tables/exchange.summary words)"),
@@ -212,10 +211,10 @@ def _compared(name: str, case: Case) -> dict:
         "simulated_us": None if cropped is None else cropped / float(m["clock_hz"]) * 1e6,
         "hardware_cycles": hw_cycles,
         "vs_hardware": None if cropped is None or hw_cycles is None else cropped / hw_cycles,
-        "lowered_cycles": s.get("est_cycles"),
-        **{f"{k}_cycles": s.get(f"{k}_cycles") for k in ("compute", "exchange", "sync")},
+        **{k: s.get(k) for k in ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles",
+                                 "lowered_sync_cycles")},
         "max_abs_error": m.get("max_abs_error"), "peak_sram_bytes": s.get("peak_sram_bytes"),
-        "launches": s.get("launches"), "exchange_steps": s.get("exchange_steps"),
+        "lowered_launches": s.get("lowered_launches"), "exchange_steps": s.get("exchange_steps"),
         "exchange_sent_bytes": sent, "exchange_delivered_bytes": delivered,
     }
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit import tables
 from toolkit.check import check
 from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
@@ -98,7 +99,9 @@ class Compilation:
         return out
 
     def summary(self) -> pl.DataFrame:
-        """One row: estimated cycles, launches and record counts (repeat instances expanded)."""
+        """One row (``tables.SUMMARY_SCHEMA``, each column's meaning in ``tables.SUMMARY_MEANINGS``): the lowered
+        estimate (``lowered_*``), launches, record counts (repeat instances expanded), peak SRAM and the chosen
+        layout."""
         ex = self.schedule.expand()
         counts = self.schedule.summary()
         busiest = (ex["commands"].group_by("phase", "instance", "tile").agg(pl.col("calls", "launches").sum())
@@ -110,28 +113,23 @@ class Compilation:
                  .select((pl.col("steps") * pl.col("times").fill_null(1)).sum()).item())
         occ = self.placement.occupancy
         peak = int(occ["live_bytes"].max()) if occ.height else int(chosen["peak_live_bytes"])
-        return pl.DataFrame({
-            "workload": [self.workload],
-            "est_cycles": [int(self.est_cycles())],
-            **{f"{k}_cycles": [int(self.est_cycles(k))] for k in ("compute", "exchange", "sync")},
-            "launches": [int(busiest["launches"].item() or 0)],
-            "kernel_calls": [int(busiest["calls"].item() or 0)],
-            "phases": [counts["phases"]],
-            "commands": [counts["commands"]],
-            "transfers": [counts["transfers"]],
-            "objects": [counts["objects"]],
-            "exchange_steps": [int(steps or 0)],
-            "peak_sram_bytes": [peak],
-            "placed": [self.placement.fits],
-            "tiles_used": [int(self.tiles.per_tile.height)],
-            "row_block": [chosen["row_block"]],
-            "local_rows": [chosen["local_rows"]],
-            "row_shard": [chosen["row_shard"]],
-            "inner_split": [chosen["inner_split"]],
-            "plans": [chosen["plans"]],
-            "weight_class": [chosen["weight_class"]],
-            "fused_qkv": [chosen["fused_qkv"]],
-        })
+        return tables.frame({
+            "workload": self.workload,
+            "lowered_cycles": self.lowered_cycles(),
+            **{f"lowered_{k}_cycles": self.lowered_cycles(k) for k in ("compute", "exchange", "sync")},
+            "lowered_launches": int(busiest["launches"].item() or 0),
+            "kernel_calls": int(busiest["calls"].item() or 0),
+            "phases": counts["phases"],
+            "commands": counts["commands"],
+            "transfers": counts["transfers"],
+            "objects": counts["objects"],
+            "exchange_steps": int(steps or 0),
+            "peak_sram_bytes": peak,
+            "placed": self.placement.fits,
+            "tiles_used": int(self.tiles.per_tile.height),
+            **{k: chosen[k] for k in ("row_block", "local_rows", "row_shard", "inner_split", "plans", "weight_class",
+                                      "fused_qkv")},
+        }, tables.SUMMARY_SCHEMA, what="summary")
 
     def numbers(self, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         """The headline numbers, each with what it is (screen / refined / lowered estimate, simulated, measured
@@ -140,9 +138,10 @@ class Compilation:
         from toolkit.report import numbers
         return numbers(self, summary)
 
-    def est_cycles(self, kind: str | None = None) -> int:
-        """Estimated cycles of the whole program (or of one phase kind): compute phases from the schedule,
-        exchange phases as lowered, repeat instances multiplied in (the lowered estimate)."""
+    def lowered_cycles(self, kind: str | None = None) -> int:
+        """The lowered estimate of the whole program (or of one phase kind), in cycles: compute and sync phases
+        as scheduled, exchange phases as lowered, repeat instances multiplied in (``summary()``'s
+        ``lowered_cycles``; ``layout.candidates.est_cycles`` is the layout search's screen estimate)."""
         return lowered_cycles(self.schedule, self.exchange, kind)
 
 

@@ -125,9 +125,10 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
          "layout search, O(1) per op: every operand panel counted as received (layout.candidates.est_cycles)"),
         ("cycles", "refined estimate", chosen["sched_cycles"], "cycles",
          "layout search beam: every operand routed (layout.candidates.sched_cycles)"),
-        ("cycles", "lowered estimate", s["est_cycles"], "cycles",
-         "compute as scheduled, exchange phases as lowered, repeat instances multiplied in (est_cycles())"),
-        *((f"{k} cycles", "lowered estimate", s[f"{k}_cycles"], "cycles", f"the {k} phases of the lowered estimate")
+        ("cycles", "lowered estimate", s["lowered_cycles"], "cycles",
+         "compute as scheduled, exchange phases as lowered, repeat instances multiplied in (summary lowered_cycles)"),
+        *((f"{k} cycles", "lowered estimate", s[f"lowered_{k}_cycles"], "cycles",
+           f"the {k} phases of the lowered estimate (summary lowered_{k}_cycles)")
           for k in ("compute", "exchange", "sync")),
     ]
     if c.profile is not None:
@@ -145,7 +146,10 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
          "layout search: resident weights + the largest transient set + package support"),
         ("peak SRAM per tile", "placed", s["peak_sram_bytes"], "bytes",
          "joint placement: the fullest tile's live bytes at its peak event"),
-        ("launches", "lowered estimate", s["launches"], "launches", "worker launches on the busiest tile per phase"),
+        ("launches", "screen estimate", chosen["launches"], "launches",
+         "layout search: worker launches on the busiest tile per phase (layout.candidates.launches)"),
+        ("launches", "lowered estimate", s["lowered_launches"], "launches",
+         "worker launches on the busiest tile per phase (summary lowered_launches)"),
         ("tiles used", "count", s["tiles_used"], "tiles", "tiles with any step"),
         ("phases", "count", s["phases"], "phases", "BSP phases, repeat instances expanded"),
         ("transfers", "count", s["transfers"], "transfers", "one row per destination"),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from toolkit.errors import InvalidIRError
+from toolkit.errors import FormatError, InvalidIRError
 
 Schema = dict[str, pl.DataType | type[pl.DataType]]
 
@@ -121,6 +121,71 @@ ACTIVITIES_SCHEMA: Schema = {
     "start_cycle": BIG, "end_cycle": BIG,
 }
 METADATA_SCHEMA: Schema = {"tile": ID, "sample": BIG, "name": STR, "value": STR}
+
+
+# -- views -------------------------------------------------------------------
+#: ``Compilation.summary()``, one row per compilation: column -> (dtype, what it is). The one owner of these names
+#: and meanings (the CLI's legends, the sweep chart's axes and the case comparison read them here). A number's
+#: name says which figure it is: ``lowered_*`` is the lowered estimate (compute and sync phases as scheduled,
+#: exchange phases as lowered, repeat instances multiplied in), never the layout search's screen estimate, which
+#: ``layout.candidates`` calls ``est_cycles`` and ``launches``; a name both frames carry holds the same quantity in
+#: both.
+SUMMARY_COLUMNS: dict[str, tuple[pl.DataType | type[pl.DataType], str]] = {
+    "workload": (STR, "the workload compiled"),
+    "lowered_cycles": (BIG, "lowered estimate, cycles (scheduled compute and sync phases, exchange phases as "
+                            "lowered, repeat instances multiplied in)"),
+    "lowered_compute_cycles": (BIG, "lowered estimate of the compute phases, cycles"),
+    "lowered_exchange_cycles": (BIG, "lowered estimate of the exchange phases, cycles"),
+    "lowered_sync_cycles": (BIG, "lowered estimate of the sync phases, cycles"),
+    "lowered_launches": (BIG, "worker launches of the lowered program (the busiest tile of each phase, summed over "
+                              "phases)"),
+    "kernel_calls": (BIG, "kernel calls of the lowered program (the busiest tile of each phase, summed over phases)"),
+    "phases": (BIG, "BSP phases (repeat instances expanded)"),
+    "commands": (BIG, "kernel commands (repeat instances expanded)"),
+    "transfers": (BIG, "transfers, one row per destination (repeat instances expanded)"),
+    "objects": (BIG, "memory objects (repeat instances expanded)"),
+    "exchange_steps": (BIG, "lowered exchange steps (repeat instances expanded)"),
+    "peak_sram_bytes": (BIG, "placed peak SRAM, bytes per tile (the fullest tile's live bytes at its peak "
+                             "event)"),
+    "placed": (pl.Boolean, "whether joint placement placed every object"),
+    "tiles_used": (BIG, "tiles with any step"),
+    "row_block": (BIG, "the chosen layout's row block"),
+    "local_rows": (BIG, "the chosen layout's rows per tile of each matmul"),
+    "row_shard": (BIG, "the chosen layout's row shard"),
+    "inner_split": (BIG, "the chosen layout's inner split"),
+    "plans": (STR, "the chosen layout's per-op GEMM plans"),
+    "weight_class": (STR, "the chosen layout's weight class"),
+    "fused_qkv": (pl.Boolean, "whether the chosen layout fuses Q, K and V"),
+}
+SUMMARY_SCHEMA: Schema = {name: dtype for name, (dtype, _) in SUMMARY_COLUMNS.items()}
+SUMMARY_MEANINGS: dict[str, str] = {name: meaning for name, (_, meaning) in SUMMARY_COLUMNS.items()}
+#: summary columns under the names they had before the names said which figure they are (sweep point files and
+#: case manifests written then still hold them): old name -> the column holding the same figure now
+SUMMARY_RENAMED: dict[str, str] = {
+    "est_cycles": "lowered_cycles", "compute_cycles": "lowered_compute_cycles",
+    "exchange_cycles": "lowered_exchange_cycles", "sync_cycles": "lowered_sync_cycles",
+    "launches": "lowered_launches",
+}
+
+
+def summary_label(name: str) -> str:
+    """A summary column's meaning without its scope (``lowered estimate, cycles``): an axis title."""
+    return SUMMARY_MEANINGS[name].split(" (", 1)[0]
+
+
+def upgrade_summary(rows: pl.DataFrame, *, file: str | None = None) -> pl.DataFrame:
+    """Summary rows written under the old names (:data:`SUMMARY_RENAMED`) in today's. Rows already in today's
+    names are returned as they are; rows holding an old name and its new one both are a FormatError naming both
+    (``file``: where they were read)."""
+    old = [c for c in SUMMARY_RENAMED if c in rows.columns]
+    if not old:
+        return rows
+    both = [c for c in old if SUMMARY_RENAMED[c] in rows.columns]
+    if both:
+        msg = (f"holds both {both[0]!r} (the summary's name for it before) and {SUMMARY_RENAMED[both[0]]!r}; "
+               f"a summary written by one toolkit holds one of them")
+        raise FormatError(msg, file=file, field=both[0])
+    return rows.rename({c: SUMMARY_RENAMED[c] for c in old})
 
 
 def frame(columns: Mapping[str, Any], schema: Schema, *, what: str = "frame") -> pl.DataFrame:

@@ -18,7 +18,7 @@ def explorer() -> LayoutExplorer:
 def test_layout_explorer_starts_on_the_searched_choice(explorer, small):
     assert explorer.row_block.value == "auto"                  # every control on auto: the searched program
     assert explorer.current_options().row_block is None
-    assert explorer.compilation.summary()["est_cycles"].item() == small.est_cycles()
+    assert explorer.compilation.summary()["lowered_cycles"].item() == small.lowered_cycles()
     spec = explorer.pareto_chart.spec
     assert spec == explorer.pareto_chart.chart.to_dict()           # what the browser receives
     assert spec["title"][-1].startswith(f"showing row_block={small.layout.chosen.row_block}")
@@ -101,7 +101,7 @@ def test_the_explorer_shows_the_constraint_lines_and_takes_pasted_ones(explorer)
 def test_compare_layouts_side_by_side(small):
     table = compare_layouts({"a": small, "b": small})
     assert table.columns[:4] == ["layout", "lowered_cycles", "simulated_cycles", "vs_hardware"]
-    assert table["lowered_cycles"][0] == small.est_cycles()
+    assert table["lowered_cycles"][0] == small.lowered_cycles()
     assert table["layout"].to_list() == ["a", "b"]
     assert compare_layouts([small])["layout"].to_list() == [pin_label(small.options)] == ["searched"]
     with pytest.raises(OptionError, match="compilations is empty"):

@@ -4,8 +4,10 @@ Layout of a case (``artifacts/<experiment>/<case>/``):
 
 - ``manifest.json``: workload and its parameters, options, target, toolkit
   version, source (simulated | hardware), clock, cropped cycles, max abs error
-  (when checked), summary numbers, created time, and every file with its size
-  and SHA-256;
+  (when checked), summary numbers (``Compilation.summary()``; ``load_case``
+  reads a case written under the summary's old names, ``est_cycles`` and the
+  like, in today's: :func:`toolkit.tables.upgrade_summary`), created time, and
+  every file with its size and SHA-256;
 - ``tables/<stage>.<frame>.parquet``: every stage's tables (zstd-compressed);
 - ``profile.capnp`` and ``profile/`` (Parquet) when a profile is attached;
 - ``log.txt``: what ran, one ``key=value`` record per line.

@@ -22,15 +22,16 @@ from toolkit.cli.graph import fail, show
 from toolkit.cli.table import legend
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.sweep import SweepInterrupted, SweepProgress, merge_grids, read_grid_file, sweep
+from toolkit.tables import SUMMARY_MEANINGS
 
-SHOWN = ("workload", "batch", "blocks", "est_cycles", "cropped_cycles", "peak_sram_bytes", "placed",
+SHOWN = ("workload", "batch", "blocks", "lowered_cycles", "cropped_cycles", "peak_sram_bytes", "placed",
          "compile_seconds", "error")
-#: what each number of the table is, its unit and its scope, printed under the table (toolkit.sweep.rows)
+#: what each number of the table is, its unit and its scope, printed under the table (the summary's columns:
+#: toolkit.tables.SUMMARY_MEANINGS; the sweep's own: toolkit.sweep.rows)
 MEANING = {
-    "est_cycles": "lowered estimate, cycles (scheduled compute and sync phases, exchange phases as lowered)",
+    **SUMMARY_MEANINGS,
     "cropped_cycles": "simulated, cycles (the simulated profile cropped as the hardware renderer crops it; "
                       "empty: simulate off)",
-    "peak_sram_bytes": "placed, bytes per tile (the fullest tile's live bytes at its peak event)",
     "compile_seconds": "wall-clock seconds to compile the point (the first point also pays the imports)",
 }
 

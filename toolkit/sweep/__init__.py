@@ -3,8 +3,9 @@
 ``sweep(["mlp-single-b1"], {"row_block": [18, 36]}, out="sweeps/rb")``
 compiles every (workload, grid point) and returns one row per point
 (``SWEEP_SCHEMA``: the workload and its parameters, every option as a typed
-column, lowered and simulated cropped cycles, launches, exchange steps, peak
-SRAM, placement and its first failure, compile seconds, peak RSS, and the
+column, the summary's numbers under its names (lowered cycles and launches,
+exchange steps, peak SRAM), simulated cropped
+cycles, placement and its first failure, compile seconds, peak RSS, and the
 error of a failed point). Each finished point is written at once to ``out`` as
 its own Parquet file named by the point's stable id (:mod:`.points`), so a
 killed sweep keeps what finished, a rerun runs only the rest, and another grid

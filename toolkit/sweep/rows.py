@@ -4,9 +4,17 @@
 one typed ``opt_<name>`` column per field of :class:`~toolkit.options.Options`
 (its dtype read from the field's annotation, so the grid values are typed and
 every file of every sweep has the same columns), the outcome (``status``,
-``error``), the numbers an engineer sorts on (lowered and simulated cropped
-cycles, launches, exchange steps, peak SRAM, placement and the first
-placement failure) and the cost of the point (compile seconds, peak RSS).
+``error``), the numbers an engineer sorts on (the columns of
+``Compilation.summary()`` under its names, whose meanings
+``toolkit.tables.SUMMARY_MEANINGS`` holds: lowered cycles and launches, exchange
+steps, peak SRAM; then simulated cropped cycles,
+placement and the first placement failure) and the cost of the point (compile
+seconds, peak RSS).
+
+A point file written before the summary's names said which figure they are
+(``est_cycles`` for ``lowered_cycles``, ``launches`` for ``lowered_launches``
+...) is read back in today's names (:func:`toolkit.tables.upgrade_summary`); a file
+holding an old name and its new one both is a FormatError naming the column.
 
 ``status`` is ``ok``, ``error`` (the compile raised: a failed point is a row
 and a rerun does not repeat it) or ``crashed`` (the worker died or was lost:
@@ -62,10 +70,10 @@ SWEEP_SCHEMA: Schema = {
     **OPTION_COLUMNS,           # the options compiled (grid values and defaults), typed; null: searched
     "status": STR,              # ok | error | crashed
     "error": STR,               # first line of the error (null when ok)
-    "est_cycles": BIG,          # lowered estimate
+    "lowered_cycles": BIG,      # the summary's columns (toolkit.tables.SUMMARY_COLUMNS says what each is)
     "cropped_cycles": BIG,      # simulated profile, cropped as the hardware renderer does (null: simulate off)
-    "compute_cycles": BIG, "exchange_cycles": BIG, "sync_cycles": BIG,
-    "launches": BIG, "kernel_calls": BIG, "exchange_steps": BIG,
+    "lowered_compute_cycles": BIG, "lowered_exchange_cycles": BIG, "lowered_sync_cycles": BIG,
+    "lowered_launches": BIG, "kernel_calls": BIG, "exchange_steps": BIG,
     "peak_sram_bytes": BIG, "tiles_used": BIG,
     "placed": pl.Boolean,
     "fail_tile": ID, "fail_event": ID,           # the first placement failure (null when placed)
@@ -79,9 +87,10 @@ SWEEP_SCHEMA: Schema = {
     "finished_at": pl.Datetime("us", "UTC"),
 }
 
-SUMMARY_COLUMNS = ("est_cycles", "compute_cycles", "exchange_cycles", "sync_cycles", "launches", "kernel_calls",
-                   "exchange_steps", "peak_sram_bytes", "tiles_used", "placed", "row_block", "row_shard",
-                   "inner_split", "plans", "weight_class", "fused_qkv")
+#: the columns of ``Compilation.summary()`` a row keeps (under the summary's names, with the summary's dtypes)
+SUMMARY_COLUMNS = ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles", "lowered_sync_cycles",
+                   "lowered_launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "tiles_used", "placed",
+                   "row_block", "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
 
 
 def run_point(point: Point, target: Target) -> dict[str, Any]:

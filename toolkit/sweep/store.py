@@ -21,6 +21,7 @@ from toolkit.errors import FormatError, OptionError
 from toolkit.files import atomic_write, read_table, write_table
 from toolkit.files.write import alive
 from toolkit.sweep.rows import FINAL, STATUSES, SWEEP_SCHEMA, to_frame
+from toolkit.tables import upgrade_summary
 
 PATTERN = "point-*.parquet"
 
@@ -79,12 +80,13 @@ def _files(out: Path, wanted: set[str] | None) -> list[Path]:
 
 def read_point(f: Path) -> pl.DataFrame:
     """One point file, strictly typed: one row, a point id matching its name, every column of SWEEP_SCHEMA
-    it has of that column's type (an older file's missing columns are null); FormatError naming the file and
-    column otherwise."""
+    it has of that column's type (an older file's missing columns are null, the summary's old names read as
+    today's: :func:`toolkit.tables.upgrade_summary`); FormatError naming the file and column otherwise."""
     df = read_table(f)
     if "point_id" not in df.columns or df.height != 1:
         raise FormatError(f"not a sweep point file (expected one row with point_id, got {df.height} rows, "
                           f"columns {df.columns[:5]}...)", file=str(f))
+    df = upgrade_summary(df, file=str(f))   # a point written under the summary's old names
     cols = {}
     for c, t in SWEEP_SCHEMA.items():
         if c not in df.columns:

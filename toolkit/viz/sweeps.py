@@ -16,6 +16,7 @@ import altair as alt
 import polars as pl
 
 from toolkit.errors import OptionError
+from toolkit.tables import BIG, SUMMARY_SCHEMA, summary_label
 from toolkit.viz.palette import color_scale
 from toolkit.viz.text import fit_title
 
@@ -23,15 +24,7 @@ WIDTH, HEIGHT = 560, 340
 #: what each number of a sweep row is, as an axis names it
 NUMBERS = {
     "cropped_cycles": "simulated cycles, cropped as the hardware renderer crops",
-    "est_cycles": "lowered estimate, cycles",
-    "compute_cycles": "lowered estimate of compute phases, cycles",
-    "exchange_cycles": "lowered estimate of exchange phases, cycles",
-    "sync_cycles": "lowered estimate of sync phases, cycles",
-    "peak_sram_bytes": "peak SRAM of the busiest tile, bytes",
-    "launches": "launches on the busiest tile",
-    "kernel_calls": "kernel calls on the busiest tile",
-    "exchange_steps": "exchange steps",
-    "tiles_used": "tiles used",
+    **{k: summary_label(k) for k, t in SUMMARY_SCHEMA.items() if t == BIG},   # the summary's own words
     "compile_seconds": "compile seconds",
     "peak_rss_bytes": "peak RSS of the worker, bytes",
 }
@@ -40,7 +33,7 @@ WORKLOAD_KEYS = ("batch", "blocks")
 #: the legend's name for a null option value (the parameter was left to the search)
 SEARCHED = "searched"
 _NEEDED = ("point_id", "workload", "status", "placed")
-_SHOWN = ("workload", "batch", "blocks", "row_block", "weight_class", "plans", "est_cycles", "cropped_cycles",
+_SHOWN = ("workload", "batch", "blocks", "row_block", "weight_class", "plans", "lowered_cycles", "cropped_cycles",
           "peak_sram_bytes", "placed", "point_id")
 _COLOR = "colour_value"
 

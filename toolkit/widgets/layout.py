@@ -30,12 +30,13 @@ from toolkit.widgets.render import busy, chart_widget, html_table
 
 #: compare_layouts columns after ``layout``: cycles named by what they are (lowered estimate, simulated, the ratio
 #: of simulated to the real compiler's measured program for the workload), then summary columns
-COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "compute_cycles", "exchange_cycles",
-                   "sync_cycles", "launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "placed",
-                   "tiles_used", "row_block", "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
+COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_compute_cycles",
+                   "lowered_exchange_cycles", "lowered_sync_cycles", "lowered_launches", "kernel_calls",
+                   "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
+                   "inner_split", "plans", "weight_class", "fused_qkv")
 #: what the explorer's comparison table shows: the layout, its numbers, what it placed (the rest: compare_layouts)
-TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "exchange_cycles",
-                 "launches", "peak_sram_bytes", "placed")
+TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_exchange_cycles",
+                 "lowered_launches", "peak_sram_bytes", "placed")
 TABLE_TITLE = ("compiled layouts so far, side by side (cycles: lowered estimate and simulated; peak_sram_bytes: "
                "placed, the fullest tile)")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
@@ -57,13 +58,14 @@ def compare_layouts(compilations: Mapping[str, Compilation] | Sequence[Compilati
 
 
 def compared_row(c: Compilation) -> pl.DataFrame:
-    """One compilation's compare row: its summary with the cycles labelled (compute/exchange/sync are lowered)."""
+    """One compilation's compare row: its summary (every number named by what it is) with the simulated cycles
+    and their ratio to the hardware."""
     summary = c.summary()
     n = c.numbers(summary).filter(pl.col("quantity") == "cycles")
     simulated = n.filter(pl.col("kind") == "simulated")
     sim = simulated["value"].item() if simulated.height else None
     ratio = simulated["vs_hardware"].item() if simulated.height else None
-    return summary.rename({"est_cycles": "lowered_cycles"}).with_columns(
+    return summary.with_columns(
         pl.lit(sim, dtype=pl.Int64).alias("simulated_cycles"), pl.lit(ratio, dtype=pl.Float64).alias("vs_hardware"),
     ).select(list(COMPARE_COLUMNS))
 
@@ -233,7 +235,7 @@ class LayoutExplorer:
             summary = c.summary()
             s = summary.row(0, named=True)
             status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; {self._shape(c, s)}: "
-                      f"{s['est_cycles']:,} cycles (lowered estimate), {s['launches']:,} launches, "
+                      f"{s['lowered_cycles']:,} cycles (lowered estimate), {s['lowered_launches']:,} launches, "
                       f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B per tile (placed)"
                       + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
             # the row block's own points and the whole front: a redraw sends hundreds of points, not thousands
@@ -375,7 +377,7 @@ class LayoutExplorer:
 def _program(c: Compilation) -> tuple:
     """What makes two compilations the same program: the chosen layout's plans and numbers."""
     s = c.summary().row(0, named=True)
-    return (s["plans"], s["row_block"], s["row_shard"], s["inner_split"], s["weight_class"], s["est_cycles"],
+    return (s["plans"], s["row_block"], s["row_shard"], s["inner_split"], s["weight_class"], s["lowered_cycles"],
             s["peak_sram_bytes"])
 
 
