@@ -31,7 +31,8 @@ target = c.target
 print(json.dumps({
     "placed": c.placement.fits, "tried": int(cand["placed"].is_not_null().sum()), "beam": int(cand["beam"].sum()),
     "tiles_used": s["tiles_used"], "objects": c.placement.placement.height, "peak": s["peak_sram_bytes"],
-    "capacity": target.load_limit - target.memory_start, "lowered_cycles": s["lowered_cycles"],
+    "screen_peak": s["screen_peak_bytes"], "capacity": target.load_limit - target.memory_start,
+    "lowered_cycles": s["lowered_cycles"],
     "layout": {k: s[k] for k in ("row_block", "local_rows", "plans", "row_shard", "inner_split", "weight_class",
                                  "fused_qkv")},
     "stream_block": cand.filter(pl.col("chosen"))["stream_block"].item(),
@@ -48,6 +49,11 @@ def _shape(lay: dict) -> str:
     return f"rb {lay['row_block']}, shard {lay['row_shard']}, split {lay['inner_split']}"
 
 
+def _peak(r: dict) -> str:
+    """The placed peak, or (when the preset did not place) that there is none, with the screen's estimate."""
+    return f"{r['peak']:,}" if r["peak"] is not None else f"none placed (screen {r['screen_peak']:,})"
+
+
 def run(name: str) -> dict:
     done = subprocess.run([sys.executable, "-c", CHILD, name], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -62,7 +68,7 @@ def main() -> None:
         lay = r["layout"]
         rows.append(
             f"| {name} | {w.batch} | {w.blocks} | {'yes' if r['placed'] else '**no**'} | {r['tried']} of {r['beam']} "
-            f"| {r['tiles_used']:,} | {r['objects']:,} | {r['peak']:,} / {r['capacity']:,} "
+            f"| {r['tiles_used']:,} | {r['objects']:,} | {_peak(r)} / {r['capacity']:,} "
             f"| {_shape(lay)}, stream {r['stream_block']}, {lay['weight_class']}, "
             f"{'fused' if lay['fused_qkv'] else 'separate'} QKV "
             f"| {r['lowered_cycles']:,} | {r['wall']:.1f} | {r['place_s']:.1f} | {r['rss_mib']:,.0f} |")

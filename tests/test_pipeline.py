@@ -19,7 +19,8 @@ def test_compile_returns_every_stage(small):
         assert isinstance(frames[name], pl.DataFrame), name
     s = small.summary()
     assert s.height == 1
-    for col in ("lowered_cycles", "lowered_launches", "phases", "commands", "transfers", "objects", "peak_sram_bytes"):
+    for col in ("lowered_cycles", "lowered_launches", "phases", "commands", "transfers", "objects", "peak_sram_bytes",
+                "screen_peak_bytes"):
         assert s[col].item() > 0, col
     assert s["tiles_used"].item() <= 64
 
@@ -153,3 +154,29 @@ def test_a_host_placed_input_read_again_later_routes_from_its_replicas():
     assert c.placement.fits and c.check.passed
     assert _exchanges(c, "attn.q") == 0 and _exchanges(c, "attn.residual") == 1
 
+
+def test_the_peak_says_whose_it_is_when_placement_failed_or_left_no_occupancy(small):
+    """No placed peak when placement did not place every object (its occupancy counts only the objects that
+    placed) or produced no occupancy: null, never the screen's figure in its place; the screen's stays beside it."""
+    import dataclasses
+
+    from toolkit.tables import FAILURES_SCHEMA, OCCUPANCY_SCHEMA
+    from toolkit.widgets.layout import peak_note
+    failure = pl.DataFrame({"tile": [0], "event": [3], "live_bytes": [700_000], "capacity_bytes": [638_976],
+                            "largest_objects": [[1]], "proven": [True], "reason": ["over capacity"]},
+                           schema=FAILURES_SCHEMA)
+    screen = small.layout.candidates.filter(pl.col("chosen"))["peak_live_bytes"].item()
+    failed = dataclasses.replace(small, placement=dataclasses.replace(small.placement, failures=failure))
+    empty = dataclasses.replace(small, placement=dataclasses.replace(
+        small.placement, occupancy=pl.DataFrame(schema=OCCUPANCY_SCHEMA)))
+    for c, placed, why in ((failed, False, "did not place every object"), (empty, True, "produced no occupancy")):
+        s = c.summary().row(0, named=True)
+        assert (s["placed"], s["peak_sram_bytes"], s["screen_peak_bytes"]) == (placed, None, screen)
+        peaks = {r["kind"]: r for r in c.numbers().filter(pl.col("quantity") == "peak SRAM per tile").iter_rows(
+            named=True)}
+        assert peaks["placed"]["value"] is None and why in peaks["placed"]["source"]
+        assert peaks["screen estimate"]["value"] == screen
+        note = peak_note(s)
+        assert "no placed peak" in note and f"(screen estimate {screen:,} B per tile)" in note
+    s = small.summary().row(0, named=True)
+    assert peak_note(s) == f"peak {s['peak_sram_bytes']:,} B per tile (placed)"

@@ -100,8 +100,9 @@ class Compilation:
 
     def summary(self) -> pl.DataFrame:
         """One row (``tables.SUMMARY_SCHEMA``, each column's meaning in ``tables.SUMMARY_MEANINGS``): the lowered
-        estimate (``lowered_*``), launches, record counts (repeat instances expanded), peak SRAM and the chosen
-        layout."""
+        estimate (``lowered_*``), launches, record counts (repeat instances expanded), the placed peak
+        (``peak_sram_bytes``, null when placement did not place every object) beside the screen's
+        (``screen_peak_bytes``), and the chosen layout."""
         ex = self.schedule.expand()
         counts = self.schedule.summary()
         busiest = (ex["commands"].group_by("phase", "instance", "tile").agg(pl.col("calls", "launches").sum())
@@ -112,7 +113,7 @@ class Compilation:
         steps = (self.exchange.summary.join(times, on="phase", how="left")   # a repeated region's per instance
                  .select((pl.col("steps") * pl.col("times").fill_null(1)).sum()).item())
         occ = self.placement.occupancy
-        peak = int(occ["live_bytes"].max()) if occ.height else int(chosen["peak_live_bytes"])
+        placed_peak = int(occ["live_bytes"].max()) if self.placement.fits and occ.height else None
         return tables.frame({
             "workload": self.workload,
             "lowered_cycles": self.lowered_cycles(),
@@ -124,7 +125,8 @@ class Compilation:
             "transfers": counts["transfers"],
             "objects": counts["objects"],
             "exchange_steps": int(steps or 0),
-            "peak_sram_bytes": peak,
+            "peak_sram_bytes": placed_peak,
+            "screen_peak_bytes": chosen["peak_live_bytes"],
             "placed": self.placement.fits,
             "tiles_used": int(self.tiles.per_tile.height),
             **{k: chosen[k] for k in ("row_block", "local_rows", "row_shard", "inner_split", "plans", "weight_class",

@@ -142,10 +142,9 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
         rows.append(("cycles", "measured on hardware", hw["hardware_cycles"], "cycles",
                      f"{whose}: {hw['note']}; {hw['source']}"))
     rows += [
-        ("peak SRAM per tile", "screen estimate", chosen["peak_live_bytes"], "bytes",
-         "layout search: resident weights + the largest transient set + package support"),
-        ("peak SRAM per tile", "placed", s["peak_sram_bytes"], "bytes",
-         "joint placement: the fullest tile's live bytes at its peak event"),
+        ("peak SRAM per tile", "screen estimate", s["screen_peak_bytes"], "bytes",
+         "layout search: resident weights + the largest transient set + package support (summary screen_peak_bytes)"),
+        ("peak SRAM per tile", "placed", s["peak_sram_bytes"], "bytes", _placed_peak_source(s)),
         ("launches", "screen estimate", chosen["launches"], "launches",
          "layout search: worker launches on the busiest tile per phase (layout.candidates.launches)"),
         ("launches", "lowered estimate", s["lowered_launches"], "launches",
@@ -162,6 +161,15 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
     ratio = (pl.when(cycles).then(pl.col("value") / (hw["hardware_cycles"] if hw is not None else None))
              .when(error).then(pl.col("value") / hw_err).otherwise(None))
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
+
+
+def _placed_peak_source(s: dict) -> str:
+    """Where the placed peak comes from, or why there is none (never the screen's figure in its place)."""
+    if s["peak_sram_bytes"] is not None:
+        return "joint placement: the fullest tile's live bytes at its peak event (summary peak_sram_bytes)"
+    if not s["placed"]:
+        return "none: placement did not place every object (placement.failures says which tiles and by how much)"
+    return "none: placement produced no occupancy"
 
 
 def _check_rows(c: Any, rows: list) -> float | None:

@@ -128,8 +128,8 @@ METADATA_SCHEMA: Schema = {"tile": ID, "sample": BIG, "name": STR, "value": STR}
 #: and meanings (the CLI's legends, the sweep chart's axes and the case comparison read them here). A number's
 #: name says which figure it is: ``lowered_*`` is the lowered estimate (compute and sync phases as scheduled,
 #: exchange phases as lowered, repeat instances multiplied in), never the layout search's screen estimate, which
-#: ``layout.candidates`` calls ``est_cycles`` and ``launches``; a name both frames carry holds the same quantity in
-#: both.
+#: ``layout.candidates`` calls ``est_cycles``, ``launches`` and ``peak_live_bytes``; a name both frames carry holds
+#: the same quantity in both (tests/test_pipeline.py checks it).
 SUMMARY_COLUMNS: dict[str, tuple[pl.DataType | type[pl.DataType], str]] = {
     "workload": (STR, "the workload compiled"),
     "lowered_cycles": (BIG, "lowered estimate, cycles (scheduled compute and sync phases, exchange phases as "
@@ -145,8 +145,10 @@ SUMMARY_COLUMNS: dict[str, tuple[pl.DataType | type[pl.DataType], str]] = {
     "transfers": (BIG, "transfers, one row per destination (repeat instances expanded)"),
     "objects": (BIG, "memory objects (repeat instances expanded)"),
     "exchange_steps": (BIG, "lowered exchange steps (repeat instances expanded)"),
-    "peak_sram_bytes": (BIG, "placed peak SRAM, bytes per tile (the fullest tile's live bytes at its peak "
-                             "event)"),
+    "peak_sram_bytes": (BIG, "placed peak SRAM, bytes per tile (the fullest tile's live bytes at its peak event; "
+                             "empty when placement did not place every object or produced no occupancy)"),
+    "screen_peak_bytes": (BIG, "screen estimate of the peak SRAM, bytes per tile (the layout search's resident "
+                               "weights + largest transient set + package support)"),
     "placed": (pl.Boolean, "whether joint placement placed every object"),
     "tiles_used": (BIG, "tiles with any step"),
     "row_block": (BIG, "the chosen layout's row block"),
@@ -174,9 +176,10 @@ def summary_label(name: str) -> str:
 
 
 def upgrade_summary(rows: pl.DataFrame, *, file: str | None = None) -> pl.DataFrame:
-    """Summary rows written under the old names (:data:`SUMMARY_RENAMED`) in today's. Rows already in today's
-    names are returned as they are; rows holding an old name and its new one both are a FormatError naming both
-    (``file``: where they were read)."""
+    """Summary rows written under the old names (:data:`SUMMARY_RENAMED`) in today's: renamed; a row that did not
+    place loses its ``peak_sram_bytes`` (it counted only the objects that placed); ``screen_peak_bytes`` was not
+    recorded then and stays absent. Rows already in today's names are returned as they are; rows holding an old
+    name and its new one both are a FormatError naming both (``file``: where they were read)."""
     old = [c for c in SUMMARY_RENAMED if c in rows.columns]
     if not old:
         return rows
@@ -185,7 +188,11 @@ def upgrade_summary(rows: pl.DataFrame, *, file: str | None = None) -> pl.DataFr
         msg = (f"holds both {both[0]!r} (the summary's name for it before) and {SUMMARY_RENAMED[both[0]]!r}; "
                f"a summary written by one toolkit holds one of them")
         raise FormatError(msg, file=file, field=both[0])
-    return rows.rename({c: SUMMARY_RENAMED[c] for c in old})
+    out = rows.rename({c: SUMMARY_RENAMED[c] for c in old})
+    if "peak_sram_bytes" in out.columns:
+        placed = pl.col("placed").fill_null(False) if "placed" in out.columns else pl.lit(False)
+        out = out.with_columns(pl.when(placed).then(pl.col("peak_sram_bytes")).alias("peak_sram_bytes"))
+    return out
 
 
 def frame(columns: Mapping[str, Any], schema: Schema, *, what: str = "frame") -> pl.DataFrame:

@@ -16,9 +16,11 @@ from toolkit.viz.sweeps import WIDTH
 
 def sweep_rows(points: list[tuple[int, int, bool]], *, errors: int = 0, row_blocks=(18, 36, None),
                classes=("interleaved", "standard")):
-    """A sweep frame: one ok row per (peak bytes, cropped cycles, placed), then ``errors`` failed rows."""
+    """A sweep frame: one ok row per (peak bytes, cropped cycles, placed), then ``errors`` failed rows (a point
+    that did not place has the screen's peak only, as a sweep records it)."""
     rows = [{"point_id": f"p{i}", "workload": "mlp-small-repeat", "batch": 1, "blocks": 3, "status": "ok",
-             "peak_sram_bytes": x, "cropped_cycles": y, "lowered_cycles": y - 600, "placed": placed,
+             "peak_sram_bytes": x if placed else None, "screen_peak_bytes": x, "cropped_cycles": y,
+             "lowered_cycles": y - 600, "placed": placed,
              "opt_row_block": row_blocks[i % len(row_blocks)], "opt_weight_class": classes[i % len(classes)],
              "fail_reason": None if placed else "over capacity"}
             for i, (x, y, placed) in enumerate(points)]
@@ -67,8 +69,15 @@ def test_failed_points_are_not_drawn_and_are_counted():
     assert "2 failed point(s) not drawn (the error column says why)" in lines
 
 
-def test_unplaced_points_are_crosses_kept_off_the_front():
+def test_unplaced_points_have_no_placed_peak_and_are_counted_not_drawn_on_it():
     spec = sweep_pareto(sweep_rows([(100, 500, False), (200, 800, True)])).to_dict()
+    assert {r["point_id"] for r in layer_rows(spec, 0)} == {"p1"}
+    assert ("1 compiled point(s) without a placed peak (did not place) not drawn; x='screen_peak_bytes' draws the "
+            "screen's estimate") in " ".join(title_lines(spec))
+
+
+def test_unplaced_points_are_crosses_kept_off_the_front():
+    spec = sweep_pareto(sweep_rows([(100, 500, False), (200, 800, True)]), x="screen_peak_bytes").to_dict()
     assert {r["point_id"] for r in layer_rows(spec, 2)} == {"p1"}
     assert {r["point_id"]: r["fits"] for r in layer_rows(spec, 0)} == {"p0": "did not place", "p1": "placed"}
     shape = spec["layer"][0]["encoding"]["shape"]["scale"]

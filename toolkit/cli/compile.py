@@ -134,7 +134,7 @@ def _numbers_table(labelled: pl.DataFrame, result: object) -> pl.DataFrame:
     """The numbers table: every number with what it is, its unit, its ratio to hardware and its source's
     footnote number (the sources are printed in full under the table)."""
     numbers = labelled.with_row_index("_n", offset=1).select(
-        "quantity", "kind", pl.col("value").map_elements(_figure, return_dtype=pl.String), "unit",
+        "quantity", "kind", pl.col("value").map_elements(_figure, return_dtype=pl.String).fill_null("none"), "unit",
         pl.col("vs_hardware").round(2).cast(pl.String).fill_null("-"),
         pl.format("[{}]", "_n").alias("source"))
     if result is not None:

@@ -4,7 +4,7 @@
 compiles every (workload, grid point) and returns one row per point
 (``SWEEP_SCHEMA``: the workload and its parameters, every option as a typed
 column, the summary's numbers under its names (lowered cycles and launches,
-exchange steps, peak SRAM), simulated cropped
+exchange steps, the placed and the screen's peak SRAM), simulated cropped
 cycles, placement and its first failure, compile seconds, peak RSS, and the
 error of a failed point). Each finished point is written at once to ``out`` as
 its own Parquet file named by the point's stable id (:mod:`.points`), so a

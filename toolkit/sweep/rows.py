@@ -7,14 +7,16 @@ every file of every sweep has the same columns), the outcome (``status``,
 ``error``), the numbers an engineer sorts on (the columns of
 ``Compilation.summary()`` under its names, whose meanings
 ``toolkit.tables.SUMMARY_MEANINGS`` holds: lowered cycles and launches, exchange
-steps, peak SRAM; then simulated cropped cycles,
+steps, the placed and the screen's peak SRAM; then simulated cropped cycles,
 placement and the first placement failure) and the cost of the point (compile
 seconds, peak RSS).
 
 A point file written before the summary's names said which figure they are
 (``est_cycles`` for ``lowered_cycles``, ``launches`` for ``lowered_launches``
-...) is read back in today's names (:func:`toolkit.tables.upgrade_summary`); a file
-holding an old name and its new one both is a FormatError naming the column.
+...) is read back in today's names (:func:`toolkit.tables.upgrade_summary`; its
+``screen_peak_bytes`` is null, and a point that did not place has no
+``peak_sram_bytes``); a file holding an old name and its new one both is a
+FormatError naming the column.
 
 ``status`` is ``ok``, ``error`` (the compile raised: a failed point is a row
 and a rerun does not repeat it) or ``crashed`` (the worker died or was lost:
@@ -74,7 +76,9 @@ SWEEP_SCHEMA: Schema = {
     "cropped_cycles": BIG,      # simulated profile, cropped as the hardware renderer does (null: simulate off)
     "lowered_compute_cycles": BIG, "lowered_exchange_cycles": BIG, "lowered_sync_cycles": BIG,
     "lowered_launches": BIG, "kernel_calls": BIG, "exchange_steps": BIG,
-    "peak_sram_bytes": BIG, "tiles_used": BIG,
+    "peak_sram_bytes": BIG,     # placed (null: did not place)
+    "screen_peak_bytes": BIG,   # the layout search's estimate
+    "tiles_used": BIG,
     "placed": pl.Boolean,
     "fail_tile": ID, "fail_event": ID,           # the first placement failure (null when placed)
     "fail_bytes_over": BIG, "fail_reason": STR,
@@ -89,8 +93,9 @@ SWEEP_SCHEMA: Schema = {
 
 #: the columns of ``Compilation.summary()`` a row keeps (under the summary's names, with the summary's dtypes)
 SUMMARY_COLUMNS = ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles", "lowered_sync_cycles",
-                   "lowered_launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "tiles_used", "placed",
-                   "row_block", "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
+                   "lowered_launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "screen_peak_bytes",
+                   "tiles_used", "placed", "row_block", "row_shard", "inner_split", "plans", "weight_class",
+                   "fused_qkv")
 
 
 def run_point(point: Point, target: Target) -> dict[str, Any]:

@@ -6,8 +6,10 @@ reduces it in polars and returns an altair chart built on the reduced frame; the
 tests read ``chart.to_dict()``. A failed point (``status`` other than ``ok``: the
 compile raised, or the worker was lost) has no numbers to draw: it is counted in
 the title, and the frame's ``error`` column says why. A point that compiled but
-did not place is drawn as a cross and kept off the front (its program does not
-fit in SRAM).
+did not place has no placed peak (``peak_sram_bytes`` is null): on that axis it
+is counted in the title, not drawn; on another (``screen_peak_bytes``, the
+screen's estimate) it is drawn as a cross and kept off the front (its program
+does not fit in SRAM).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ _COLOR = "colour_value"
 
 def sweep_pareto(frame: pl.DataFrame, *, x: str = "peak_sram_bytes", y: str = "cropped_cycles",
                  color: str | None = None) -> alt.LayerChart:
-    """``y`` against ``x`` (default: simulated cropped cycles against peak SRAM) for every point that
+    """``y`` against ``x`` (default: simulated cropped cycles against the placed peak SRAM) for every point that
     compiled, with the Pareto front of the placed points (none has another placed point at most as large
     in both and smaller in one) as a step line and rings.
 
@@ -88,7 +90,7 @@ def sweep_pareto(frame: pl.DataFrame, *, x: str = "peak_sram_bytes", y: str = "c
     rings = alt.Chart(front).mark_point(shape="circle", size=240, filled=False, color="black", strokeWidth=1.5
                                         ).encode(x=xe, y=ye, tooltip=tooltip)
     return alt.LayerChart(layer=[points, line, rings], width=WIDTH, height=HEIGHT,
-                          title=fit_title(_title(df, failed, ok, drawn, front, y), WIDTH))
+                          title=fit_title(_title(df, failed, ok, drawn, front, x, y), WIDTH))
 
 
 def grid_keys(frame: pl.DataFrame) -> list[str]:
@@ -133,15 +135,20 @@ def _order(points: pl.DataFrame, color: str) -> list[str]:
 
 
 def _title(df: pl.DataFrame, failed: pl.DataFrame, ok: pl.DataFrame, drawn: pl.DataFrame, front: pl.DataFrame,
-           y: str) -> list[str]:
+           x: str, y: str) -> list[str]:
     lines = [f"{drawn.height} of {df.height} points drawn, {front.height} on the Pareto front of the placed points"]
     if failed.height:
         lines.append(f"{failed.height} failed point(s) not drawn (the error column says why)")
     unplaced = int((~drawn["placed"].fill_null(False)).sum())
     if unplaced:
         lines.append(f"{unplaced} point(s) did not place: crosses, kept off the front")
-    if ok.height > drawn.height:
-        lines.append(f"{ok.height - drawn.height} compiled point(s) without {y} not drawn")
+    for name in dict.fromkeys((x, y)):
+        missing = int(ok[name].null_count())
+        if missing and name == "peak_sram_bytes":
+            lines.append(f"{missing} compiled point(s) without a placed peak (did not place) not drawn; "
+                         f"x='screen_peak_bytes' draws the screen's estimate")
+        elif missing:
+            lines.append(f"{missing} compiled point(s) without {name} not drawn")
     return lines
 
 

@@ -32,13 +32,13 @@ from toolkit.widgets.render import busy, chart_widget, html_table
 #: of simulated to the real compiler's measured program for the workload), then summary columns
 COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_compute_cycles",
                    "lowered_exchange_cycles", "lowered_sync_cycles", "lowered_launches", "kernel_calls",
-                   "exchange_steps", "peak_sram_bytes", "placed", "tiles_used", "row_block", "row_shard",
-                   "inner_split", "plans", "weight_class", "fused_qkv")
+                   "exchange_steps", "peak_sram_bytes", "screen_peak_bytes", "placed", "tiles_used", "row_block",
+                   "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
 #: what the explorer's comparison table shows: the layout, its numbers, what it placed (the rest: compare_layouts)
 TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_exchange_cycles",
                  "lowered_launches", "peak_sram_bytes", "placed")
 TABLE_TITLE = ("compiled layouts so far, side by side (cycles: lowered estimate and simulated; peak_sram_bytes: "
-               "placed, the fullest tile)")
+               "placed, the fullest tile, empty when the layout did not place)")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
 PLAN_CHOICES = 10
 #: a dropdown choice that leaves the parameter to the search
@@ -68,6 +68,16 @@ def compared_row(c: Compilation) -> pl.DataFrame:
     return summary.with_columns(
         pl.lit(sim, dtype=pl.Int64).alias("simulated_cycles"), pl.lit(ratio, dtype=pl.Float64).alias("vs_hardware"),
     ).select(list(COMPARE_COLUMNS))
+
+
+def peak_note(s: Mapping[str, Any]) -> str:
+    """The peak SRAM of a summary row, saying whose figure it is: the placed peak, or (when the layout did not
+    place) that there is none, with the screen's estimate."""
+    if s["peak_sram_bytes"] is not None:
+        return f"peak {s['peak_sram_bytes']:,} B per tile (placed)"
+    why = "placement produced no occupancy" if s["placed"] else "did not place"
+    return (f"<span style='color:firebrick'>{why}: no placed peak</span> (screen estimate "
+            f"{s['screen_peak_bytes']:,} B per tile)")
 
 
 def hardware_note(table: pl.DataFrame, workload: str) -> str:
@@ -236,8 +246,7 @@ class LayoutExplorer:
             s = summary.row(0, named=True)
             status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; {self._shape(c, s)}: "
                       f"{s['lowered_cycles']:,} cycles (lowered estimate), {s['lowered_launches']:,} launches, "
-                      f"{s['exchange_steps']:,} exchange steps, peak {s['peak_sram_bytes']:,} B per tile (placed)"
-                      + ("" if s["placed"] else " <span style='color:firebrick'>(did not place)</span>"))
+                      f"{s['exchange_steps']:,} exchange steps, " + peak_note(s))
             # the row block's own points and the whole front: a redraw sends hundreds of points, not thousands
             self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"], context=False),
                                  tradeoff(cand, x="local_rows"), compared_row(c))
@@ -378,7 +387,7 @@ def _program(c: Compilation) -> tuple:
     """What makes two compilations the same program: the chosen layout's plans and numbers."""
     s = c.summary().row(0, named=True)
     return (s["plans"], s["row_block"], s["row_shard"], s["inner_split"], s["weight_class"], s["lowered_cycles"],
-            s["peak_sram_bytes"])
+            s["peak_sram_bytes"], s["screen_peak_bytes"])
 
 
 def _pin(value: Any) -> Any:
