@@ -50,6 +50,30 @@ def test_compare_has_one_typed_row_per_case_with_the_manifests_numbers(cases):
     assert table.filter(pl.col("case") == "mlp-small-repeat")["hardware_cycles"].item() is None
 
 
+@pytest.mark.parametrize("placed", [True, False])
+def test_a_case_written_under_the_old_summary_names_loads_under_today_s(tmp_path, placed):
+    """A manifest whose summary says ``est_cycles`` (the lowered estimate, before the names said so) loads with
+    ``lowered_cycles``; one that did not place has no placed peak (the old figure counted the objects that
+    placed); two names for one figure are refused by name."""
+    from toolkit.artifacts import load_case
+    from toolkit.errors import FormatError
+    case = tmp_path / "mlp-small-repeat"
+    shutil.copytree(ROOT / "mlp-small-repeat", case)
+    m = json.loads((case / "manifest.json").read_text())
+    today = {SUMMARY_RENAMED.get(k, k): v for k, v in m["summary"].items()}
+    old = {v: k for k, v in SUMMARY_RENAMED.items()}
+    m["summary"] = {old.get(k, k): v for k, v in today.items() if k != "screen_peak_bytes"} | {"placed": placed}
+    (case / "manifest.json").write_text(json.dumps(m))
+    s = load_case(case).manifest["summary"]
+    assert not set(SUMMARY_RENAMED) & set(s)
+    assert all(s[new] == today[new] for new in SUMMARY_RENAMED.values())
+    assert s["peak_sram_bytes"] == (today["peak_sram_bytes"] if placed else None)
+    m["summary"]["lowered_cycles"] = 1
+    (case / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(FormatError, match=r"manifest.json: holds both 'est_cycles' .* and 'lowered_cycles'"):
+        load_case(case)
+
+
 def test_exchange_bytes_expand_repeat_instances(cases):
     small = cases["mlp-small-repeat"]
     words = int(small.tables["exchange.summary"]["words"].sum())

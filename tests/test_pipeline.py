@@ -155,6 +155,38 @@ def test_a_host_placed_input_read_again_later_routes_from_its_replicas():
     assert _exchanges(c, "attn.q") == 0 and _exchanges(c, "attn.residual") == 1
 
 
+# -- the summary's names say whose figure each is ---------------------------------------------------------------
+#: columns summary() shares with layout.candidates: each the same quantity in both (the chosen candidate's value is
+#: the summary's); a new shared name must be added here, and so checked, or be renamed
+SHARED_WITH_CANDIDATES = ("lowered_cycles", "placed", "tiles_used", "row_block", "local_rows", "row_shard",
+                          "inner_split", "plans", "weight_class", "fused_qkv")
+
+
+def test_the_summary_has_its_owner_s_schema_and_every_column_a_meaning(small):
+    from toolkit.tables import SUMMARY_MEANINGS, SUMMARY_RENAMED, SUMMARY_SCHEMA
+    s = small.summary()
+    assert dict(s.schema) == SUMMARY_SCHEMA and set(SUMMARY_MEANINGS) == set(SUMMARY_SCHEMA)
+    assert not set(SUMMARY_RENAMED) & set(s.columns)      # an old, ambiguous name is never reused
+    assert s["lowered_cycles"].item() == small.lowered_cycles()
+    assert sum(s[f"lowered_{k}_cycles"].item() for k in ("compute", "exchange", "sync")) == small.lowered_cycles()
+
+
+@pytest.mark.parametrize("options", [None, {"row_block": 36, "simulate": False}])
+def test_summary_and_candidates_never_share_a_name_with_two_meanings(small, options):
+    """A column named in both summary() and layout.candidates holds the same quantity: the chosen candidate's
+    value is the summary's. The screen's figures (est_cycles, launches, peak_live_bytes) differ from the lowered
+    and placed ones, so the summary names those differently."""
+    c = small if options is None else toolkit.compile("mlp-single-b1", options=options)
+    s = c.summary().row(0, named=True)
+    cand = c.layout.candidates
+    chosen = cand.filter(pl.col("chosen")).row(0, named=True)
+    shared = set(s) & set(cand.columns)
+    assert shared == set(SHARED_WITH_CANDIDATES), shared ^ set(SHARED_WITH_CANDIDATES)
+    assert {k: s[k] for k in shared} == {k: chosen[k] for k in shared}
+    assert s["screen_peak_bytes"] == chosen["peak_live_bytes"]
+    assert s["peak_sram_bytes"] == c.placement.occupancy["live_bytes"].max()
+
+
 def test_the_peak_says_whose_it_is_when_placement_failed_or_left_no_occupancy(small):
     """No placed peak when placement did not place every object (its occupancy counts only the objects that
     placed) or produced no occupancy: null, never the screen's figure in its place; the screen's stays beside it."""
