@@ -139,6 +139,14 @@ class Costs:
     unpack_pass_rows: int = 12
     unpack_pass_cycles: int = 100
     unpack_column_pair_cycles: int = 90
+    # attention merge (ipu-stack's AttentionMerge; its kernel/cost.rs fixtures give 2,430 cycles for 7-8 rows x 72
+    # values with a first merge, 3,438 for a later and final one): the softmax leaves its exponentials unnormalized
+    # and the merge scales every attention-product row by its softmax denominator and writes it FP16. Six workers
+    # take whole rows: 222 + 6 ceil(rows / 6) (31 + 3 floor(values / 16) + 4 ceil(values / 2)), 2,466 for 7-8 x 72
+    merge_call_cycles: int = 222
+    merge_row_cycles: int = 31
+    merge_panel_cycles: int = 3
+    merge_pair_cycles: int = 4
     launch_cycles: int = 11                # supervisor kernel launch (SDK constant)
     # exchange (section 4): max(payload / 4 B per cycle, control) per tile; per-phase overrun; global sync
     exchange_send_cycles: int = 2
@@ -195,7 +203,7 @@ def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
         ("amp_matmul_f16", 6144), ("amp_matmul_f8", 6656), ("amp_matmul_f16_p32", 6656), ("amp_matmul_f8_p32", 7168),
         ("reduce", 1024), ("layernorm", 2304), ("add_layernorm", 2560), ("bias_gelu", 1792),
         ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
-        ("copy", 512), ("unpack", 512), ("scale", 640),
+        ("copy", 512), ("unpack", 512), ("merge", 512), ("scale", 640),
     )
 
 

@@ -274,6 +274,27 @@ def test_gathered_weights_are_read_per_repeat_instance() -> None:
     assert per_tile.group_by("tile").len()["len"].max() <= 2   # one piece of the weight, one of the bias
 
 
+@pytest.mark.parametrize("fc1", ["3x2x2/6x2", "4x3x1", "2x1x3"])
+def test_gathered_weight_homes_are_not_the_blocks_own_consumers(fc1) -> None:
+    """ipu-stack keeps gathered (compact) weight homes on a grid of their own, so a tile that reads a block
+    receives all of it (MLP_LAYOUT_ALTERNATIVES.md: the fc1 gather, 7,048 cycles, is about one whole 288 x 48
+    block per tile): every reader receives its whole block, and every tile still holds at most one piece."""
+    from toolkit.graph.builders import mlp_block
+    g = mlp_block(tokens=12, width=32, hidden=48)
+    c = toolkit.compile(g, options={"plans": {"fc1": f"{fc1} gathered", "fc2": "1x1x1"}, "tiles": 24,
+                                    "row_block": 12, "simulate": False, "check": True,
+                                    "placement_time_limit": 1.0})
+    assert c.check.passed, c.check.message
+    m, n, k = (int(v) for v in fc1.split("/")[0].split("x"))
+    homes = c.schedule.objects.filter((pl.col("kind") == "weight") & (pl.col("name") == "mlp.fc1.weight"))
+    assert homes.group_by("tile").len()["len"].max() == 1
+    moved = c.schedule.transfers.filter(pl.col("src_object").is_in(homes["object_id"].implode()))
+    received = moved.group_by("destination").agg(pl.col("size_bytes").sum())
+    assert received.height == m * n * k
+    # each of a block's m readers receives all of it: m copies of the whole weight move, not m - 1
+    assert received["size_bytes"].sum() == m * homes["size_bytes"].sum()
+
+
 @pytest.mark.parametrize(("fc2", "epochs"), [("2x2x4", 1), ("2x2x4 batched2", 2), ("2x2x4 streamed", 3)])
 def test_a_staged_reduction_runs_one_epoch_per_batch(fc2, epochs) -> None:
     """Each epoch is a sync, an exchange and a reduction; later epochs add to the running sum (one more input)."""

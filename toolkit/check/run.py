@@ -29,6 +29,7 @@ from toolkit.check.kernels import RULES, KernelContext, rule_name
 from toolkit.check.rects import BITS
 from toolkit.check.reference import ACTIVATION_FORMAT, FP8
 from toolkit.check.sram import Sram, check_runs, copy_runs, rect_runs
+from toolkit.costs.kernels import IN_PLACE_KERNELS
 from toolkit.numerics import decode, encode
 
 
@@ -179,7 +180,7 @@ def plan_compute(phase: int, t: Tables, sram: Sram, op_rules: dict[int, str]) ->
         copy = (sflat, bstart[piece] + packed, slen, dflat, bstart[dpiece] + dpacked, dlen)
         total = int(nbytes.sum())
         copy_obj = iterated_sources(src[piece], sram)
-    kc = cmds[~is_copy & (t.kernel[cmds] != "unpack")]   # an unpack reorders a result in place: values unchanged
+    kc = cmds[~is_copy & ~np.isin(t.kernel[cmds], IN_PLACE_KERNELS)]   # in place, values unchanged
     groups: list[Group] = []
     if len(kc):
         has_w = t.wts[0, kc] >= 0

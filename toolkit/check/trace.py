@@ -38,6 +38,7 @@ from toolkit.check.run import (
     write_values,
 )
 from toolkit.check.sram import Sram
+from toolkit.costs.kernels import IN_PLACE_KERNELS
 from toolkit.errors import InvalidIRError
 from toolkit.numerics import quantize
 
@@ -345,7 +346,7 @@ class Runner:
         inst = self.last_instance
         for tensor in [k for k, r in self.roles.items() if r == "output"]:
             op = [o for o, out in self.op_out.items() if out == tensor]
-            cmds = np.nonzero(np.isin(t.op_id, op) & (t.kernel != "copy") & (t.kernel != "unpack"))[0]
+            cmds = np.nonzero(np.isin(t.op_id, op) & (t.kernel != "copy") & ~np.isin(t.kernel, IN_PLACE_KERNELS))[0]
             if (t.kernel[cmds] == "reduce").any():   # an inner-split op's output is what its reduction writes
                 cmds = cmds[t.kernel[cmds] == "reduce"]
             objs = np.unique(t.out[cmds])

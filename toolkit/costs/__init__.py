@@ -18,13 +18,13 @@ Invocation columns (:data:`INVOCATIONS_SCHEMA`):
 =============  ================================================================
 kernel         ``matmul``, ``reduce``, ``gelu``, ``bias_gelu``, ``layernorm``,
                ``add_layernorm``, ``add``, ``softmax``, ``copy``, ``cast``,
-               ``unpack``
+               ``unpack``, ``merge``
 dtype          ``f16`` or ``f8`` (matmul: the inputs fed to the AMP)
 weight_class   ``interleaved`` / ``standard`` (matmul only, null elsewhere)
 rows           matmul R (output rows); elementwise rows; reduce 1
 cols           matmul C; reduce output elements E; elementwise row width
                (softmax: keys); copy and cast: bytes read; unpack: the
-               row-major width of the unpacked rows
+               row-major width of the unpacked rows; merge: one head's values
 inner          matmul K; reduce partials P; 0 elsewhere
 output         optional, matmul: ``plain`` (default) or ``packed`` stores
 partials       optional, matmul: ``f16`` (default, the hardware's) or ``f32``

@@ -17,7 +17,10 @@ from toolkit.options import PARTIALS
 from toolkit.target import Costs, Target
 
 KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast",
-           "unpack")
+           "unpack", "merge")
+#: kernels that rewrite a result in place without changing its values as the functional check holds them (an
+#: unpack reorders; a merge normalizes what our softmax has already normalized)
+IN_PLACE_KERNELS = ("unpack", "merge")
 DTYPES = ("f16", "f8")
 OUTPUTS = ("plain", "packed")
 #: the element type (``f16`` / ``f8``) each stored tensor dtype feeds the AMP with
@@ -257,6 +260,18 @@ def _unpack(x: Cols, c: Costs) -> np.ndarray:
     return np.where(rows * cols == 0, 0, cyc)
 
 
+def _merge(x: Cols, c: Costs) -> np.ndarray:
+    """Attention merge of ``rows`` attention-product rows of ``cols`` values (one head): ipu-stack's
+    AttentionMerge after the PV product (docs/ATTENTION_PRODUCT_LAYOUTS.md: "normalize and write result"; the
+    softmax stores unnormalized exponentials and its FP32 denominators, docs/SOFTMAX_OPTIMIZATION.md). Six
+    workers take whole rows, ``222 + 6 ceil(rows / 6) (31 + 3 floor(cols / 16) + 4 ceil(cols / 2))``: its cost
+    fixtures (2,430 for a first merge of 7-8 rows x 72, without the final write's 3 cycles a row) give 2,466.
+    """
+    rows, cols = np.asarray(x["rows"], dtype=np.int64), np.asarray(x["cols"], dtype=np.int64)
+    row = c.merge_row_cycles + c.merge_panel_cycles * (cols // c.amp_panel_cols) + c.merge_pair_cycles * _cdiv(cols, 2)
+    return np.where(rows * cols == 0, 0, c.merge_call_cycles + 6 * _cdiv(rows, 6) * row)
+
+
 RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "matmul": _matmul,
     "reduce": _reduce,
@@ -269,6 +284,7 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "copy": _copy,
     "cast": _cast,
     "unpack": _unpack,
+    "merge": _merge,
 }
 
 

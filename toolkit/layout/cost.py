@@ -11,6 +11,8 @@ same way.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from toolkit.costs import (
@@ -21,6 +23,9 @@ from toolkit.costs import (
     tile_horizon_cycles,
 )
 from toolkit.target import Target
+
+if TYPE_CHECKING:
+    from toolkit.layout.layout import Layout
 
 #: bytes per element of a stored dtype
 DTYPE_BYTES = {"f8_143": 1, "f8_152": 1, "f16": 2, "f32": 4}
@@ -110,6 +115,20 @@ def cast_cycles(elements: np.ndarray, target: Target) -> np.ndarray:
 def unpack_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
     """Cycles of one unpack of a swapped GEMM's ``rows x cols`` result into row-major rows (plus its launch)."""
     return cycles("unpack", target, rows=rows, cols=cols) + target.costs.launch_cycles
+
+
+def merge_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
+    """Cycles of one attention merge of ``rows`` product rows of one head's ``cols`` values (plus its launch)."""
+    return cycles("merge", target, rows=rows, cols=cols) + target.costs.launch_cycles
+
+
+def merge_pieces(output: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The attention merges of an attention product's result layout, one per chunk (its column shards are
+    heads): ``(slot, rows, cols)`` of every placed chunk, ``cols`` the head's values."""
+    ch = output.chunks()
+    slot = np.nonzero(ch["tile"] >= 0)[0]
+    rows = (ch["g1"] - ch["g0"]) * (ch["r1"] - ch["r0"])
+    return slot, rows[slot].astype(np.int64), (ch["c1"] - ch["c0"])[slot].astype(np.int64)
 
 
 def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Target,

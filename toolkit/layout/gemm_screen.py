@@ -64,9 +64,10 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     panel is received whole (an upper bound, as the layout screen counts it);
     inner splits reduce-scatter FP16 partials of a ``result_rows x result_cols``
     piece of each cell on each of its k tiles. Gathered weights (``gathered``
-    true) keep ``1 / m`` of each block per tile and receive the rest of the
-    block, with the left panel, before every use (the tile's own piece is a
-    local copy). A staged reduction (``staging`` N > 0) receives N partials per
+    true) keep ``1 / m`` of a block per tile, on another block's readers when
+    there is more than one block (``stores.gathered_store``), and every reader
+    receives its whole block (with one block, the rest of it) with the left
+    panel before every use. A staged reduction (``staging`` N > 0) receives N partials per
     epoch: less buffer, one sync, exchange and reduction call more per epoch.
     A swapped plan (``swapped`` true) runs the transposed product: the kernel's
     rows are the cell's columns and its 16-wide panels cut the cell's rows
@@ -97,8 +98,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     w_bytes = DTYPE_BYTES[w["dtype"]]
     block = k_max * c_max * w_bytes                                  # one cell's (inner, column) weight block
     piece = np.where(gathered, -(-k_max // m) * c_max * w_bytes, block)  # what a tile keeps of it
-    recv = (r_max * k_max * a_bytes + np.where(gathered, block - piece, 0)) * per_tile
-    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1, 0)
+    away = n * k > 1        # the block's pieces are held by another block's readers (stores.gathered_store)
+    recv = (r_max * k_max * a_bytes + np.where(gathered, np.where(away, block, block - piece), 0)) * per_tile
+    frag = -(-recv // (target.packet_max_words * target.word_bytes)) + 1 + np.where(gathered, m - 1 + away, 0)
     exchange = phase_exchange_cycles(recv, frag, target)
     a = tensors[op["inputs"][0]]
     if a["role"] == "input" and a.get("host_layout") and reps.get(op["block"], 1) == 1:   # host-written panels

@@ -25,6 +25,8 @@ from toolkit.layout.cost import (
     PARTIAL_BYTES,
     amp_cycles,
     compute_class,
+    merge_cycles,
+    merge_pieces,
     phase_exchange_cycles,
     reduce_cycles,
     unpack_cycles,
@@ -308,6 +310,11 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     if plan.unpack is not None and not plan.unpack_later:   # grouped: the first unpack runs beside this one
         _slots, rows, cols = unpack_chunks(plan)
         extra = int(unpack_cycles(rows, cols, target).max(initial=0))
+        compute = {cls: cyc + extra for cls, cyc in compute.items()}
+    if plan.rule == "values":   # the attention merges where the product's rows end: the busiest tile's
+        slot, rows, cols = merge_pieces(plan.output)
+        tile = plan.output.chunks()["tile"][slot]
+        extra = int(np.bincount(tile, weights=merge_cycles(rows, cols, target)).max(initial=0)) if len(slot) else 0
         compute = {cls: cyc + extra for cls, cyc in compute.items()}
     est = {"kernel": plan.kernel, "compute": compute, "exchange": 0, "syncs": 0, "phases": n_w,
            "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)

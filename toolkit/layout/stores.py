@@ -1,7 +1,10 @@
 """Where weights are kept when they are gathered before use rather than resident where they are read.
 
 A gathered GEMM weight keeps each (inner, column) block once, cut by inner
-rows into one piece per row partition; a gathered LayerNorm parameter keeps
+rows into one piece per row partition, held by the tiles that read the next
+block (ipu-stack's compact homes are a grid of their own, not the readers: its
+documented fc1 gather, 7,048 cycles, moves about one whole 288 x 48 block to
+every reader, MLP_LAYOUT_ALTERNATIVES.md); a gathered LayerNorm parameter keeps
 balanced column pieces spread over the stream's home tiles. The schedule
 routes the pieces into a whole block (or row) on every tile that reads it,
 per repeat instance, from the iterated store.
@@ -30,10 +33,13 @@ def stream_store(width: int, homes: np.ndarray) -> Layout:
 
 def gathered_store(w_lay: Layout, inner_b: np.ndarray, spatial: np.ndarray) -> Layout:
     """Gathered weights: every (inner, column) block cut by inner rows into one piece per row partition, piece
-    ``j`` on the tile of row partition ``j`` (the m tiles that use the block hold it once between them)."""
-    shard = spatial.shape[0]
+    ``j`` of block ``b`` on row partition ``j``'s tile of block ``b + 1`` (blocks in (inner, column) order,
+    cyclic): every tile holds one piece, and a block's readers receive all of it (with one block, the readers
+    are the only tiles and keep their own pieces)."""
+    shard, n_p, n_s = spatial.shape
     piece_b, j, s_of = sub_bounds(inner_b, shard)
-    tiles = spatial[j, :, s_of][None, :, :, None]        # (1, pieces, n_p, 1): piece j of block (s, p) on (j, p, s)
+    nxt = (s_of[:, None] * n_p + np.arange(n_p)[None, :] + 1) % (n_p * n_s)     # the next block's consumers
+    tiles = spatial[j[:, None], nxt % n_p, nxt // n_p][None, :, :, None]     # (1, pieces, n_p, 1)
     return Layout(w_lay.shape, (w_lay.bounds[0], piece_b, w_lay.bounds[2]), tiles)
 
 

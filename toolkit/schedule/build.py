@@ -23,6 +23,7 @@ from toolkit.layout.cost import (
     PARTIAL_BYTES,
     amp_cycles,
     cast_cycles,
+    merge_cycles,
     unpack_cycles,
     vector_cycles,
     weight_read_class,
@@ -231,5 +232,25 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     prog.operands.add(len(cells), command_id=cmd, object_id=new_out, role="out", offset=0)
     prog.use(new_out, cphase)
     if plan.partials is not None:
-        return reduce_scatter(prog, plan, op, cells, new_out, wave, block)
+        cells, new_out = reduce_scatter(prog, plan, op, cells, new_out, wave, block)
+    if plan.rule == "values":   # the attention merge normalizes the product's rows where they end
+        _merge(prog, plan, _slot_of_cell(plan.output, n_cells)[cells], new_out, prog.phases.count - 1)
     return cells, new_out
+
+
+def _merge(prog: Program, plan: OpPlan, slots: np.ndarray, objs: np.ndarray, cphase: int) -> None:
+    """One attention merge per result chunk of an attention product (one head's rows, in place), in the compute
+    phase that wrote it: ipu-stack's softmax leaves its exponentials unnormalized and this kernel divides
+    (values unchanged for the check, whose softmax already normalizes)."""
+    ch = plan.output.chunks()
+    ok = objs >= 0
+    slots, objs = slots[ok], objs[ok]
+    rows = ((ch["g1"] - ch["g0"]) * (ch["r1"] - ch["r0"]))[slots]
+    cols = (ch["c1"] - ch["c0"])[slots]
+    n = len(slots)
+    cmd = prog.commands.add(n, phase=cphase, tile=ch["tile"][slots], op_id=plan.op_id, kernel="merge", rows=rows,
+                            cols=cols, inner=0, groups=1, dtype="f16", weight_class="", panels=0, calls=1,
+                            launches=1, cast_cycles=0, est_cycles=merge_cycles(rows, cols, prog.target))
+    prog.operands.add(n, command_id=cmd, object_id=objs, role="i", offset=0)
+    prog.operands.add(n, command_id=cmd, object_id=objs, role="out", offset=0)
+    prog.use(objs, cphase)
