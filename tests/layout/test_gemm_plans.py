@@ -189,6 +189,10 @@ def test_attention_product_grids_schedule_and_check(fused, plans) -> None:
     if "scores" in plans:   # the softmax gathers complete rows of the key-split scores
         sm = c.schedule.phases.filter((pl.col("name") == "attn.softmax") & (pl.col("kind") == "exchange"))
         assert sm.height == 1
+        # on owners that fill the tiles whatever the query shards (the hardware's 1,472 shared-row owners):
+        # 4 groups over 32 tiles, 8 owners each, 9 query rows cut 1-2 rows per owner
+        soft = c.schedule.commands.filter(pl.col("kernel") == "softmax")
+        assert soft["tile"].n_unique() == 32 and set(soft["rows"]) == {1, 2}
 
 
 def test_attention_product_plans_have_their_own_shape() -> None:
