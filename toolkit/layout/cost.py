@@ -82,10 +82,13 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
     full, rest = inner // ib, inner % ib
     kw = {"dtype": dtype, "weight_class": weight_class, "partials": partials}
     per_full = cycles("matmul", target, rows=rows, cols=cols, inner=ib, **kw)
-    per_rest = cycles("matmul", target, rows=rows, cols=cols, inner=rest, **kw)
     calls = full + (rest > 0)
-    cyc = full * per_full + np.where(rest > 0, per_rest, 0) + calls * target.costs.launch_cycles
-    launches = full * amp_panels(cols, ib, dtype, target.costs) + amp_panels(cols, rest, dtype, target.costs)
+    cyc = full * per_full + calls * target.costs.launch_cycles
+    launches = full * amp_panels(cols, ib, dtype, target.costs)
+    if np.any(rest > 0):   # a last call shorter than inner_block (none when the whole inner runs in one call)
+        per_rest = cycles("matmul", target, rows=rows, cols=cols, inner=rest, **kw)
+        cyc = cyc + np.where(rest > 0, per_rest, 0)
+        launches = launches + amp_panels(cols, rest, dtype, target.costs)
     cast_cyc = cast_cycles(rows * inner, target) if cast else np.zeros_like(cyc)
     if cast_right:
         cast_cyc = cast_cyc + cast_cycles(inner * cols, target)
