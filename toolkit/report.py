@@ -13,6 +13,7 @@ with its kind, unit and source, and the ratio to the hardware figure.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -163,13 +164,20 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
 
 
+def no_placed_peak(s: Mapping[str, Any]) -> str | None:
+    """Why a summary row has no placed peak (``peak_sram_bytes`` null), or None when it has one."""
+    if s["peak_sram_bytes"] is not None:
+        return None
+    return "placement produced no occupancy" if s["placed"] else "did not place"
+
+
 def _placed_peak_source(s: dict) -> str:
     """Where the placed peak comes from, or why there is none (never the screen's figure in its place)."""
-    if s["peak_sram_bytes"] is not None:
+    why = no_placed_peak(s)
+    if why is None:
         return "joint placement: the fullest tile's live bytes at its peak event (summary peak_sram_bytes)"
-    if not s["placed"]:
-        return "none: placement did not place every object (placement.failures says which tiles and by how much)"
-    return "none: placement produced no occupancy"
+    detail = " every object (placement.failures says which tiles and by how much)" if why == "did not place" else ""
+    return f"none: {why}{detail}"
 
 
 def _check_rows(c: Any, rows: list) -> float | None:

@@ -47,7 +47,7 @@ import polars as pl
 
 from toolkit.options import Options
 from toolkit.sweep.points import Point
-from toolkit.tables import BIG, ID, STR, Schema, frame
+from toolkit.tables import BIG, ID, STR, SUMMARY_SCHEMA, Schema, frame
 from toolkit.target import Target
 
 STATUSES = ("ok", "error", "crashed")
@@ -72,18 +72,15 @@ SWEEP_SCHEMA: Schema = {
     **OPTION_COLUMNS,           # the options compiled (grid values and defaults), typed; null: searched
     "status": STR,              # ok | error | crashed
     "error": STR,               # first line of the error (null when ok)
-    "lowered_cycles": BIG,      # the summary's columns (toolkit.tables.SUMMARY_COLUMNS says what each is)
+    # the summary's columns, its dtypes (toolkit.tables.SUMMARY_COLUMNS says what each is)
+    **{k: SUMMARY_SCHEMA[k] for k in ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles",
+                                      "lowered_sync_cycles", "lowered_launches", "kernel_calls", "exchange_steps",
+                                      "peak_sram_bytes", "screen_peak_bytes", "tiles_used", "placed")},
     "cropped_cycles": BIG,      # simulated profile, cropped as the hardware renderer does (null: simulate off)
-    "lowered_compute_cycles": BIG, "lowered_exchange_cycles": BIG, "lowered_sync_cycles": BIG,
-    "lowered_launches": BIG, "kernel_calls": BIG, "exchange_steps": BIG,
-    "peak_sram_bytes": BIG,     # placed (null: did not place)
-    "screen_peak_bytes": BIG,   # the layout search's estimate
-    "tiles_used": BIG,
-    "placed": pl.Boolean,
     "fail_tile": ID, "fail_event": ID,           # the first placement failure (null when placed)
     "fail_bytes_over": BIG, "fail_reason": STR,
-    "row_block": BIG, "row_shard": BIG, "inner_split": BIG,   # the layout chosen
-    "plans": STR, "weight_class": STR, "fused_qkv": pl.Boolean,
+    **{k: SUMMARY_SCHEMA[k] for k in ("row_block", "row_shard", "inner_split", "plans", "weight_class",
+                                      "fused_qkv")},   # the layout chosen
     "compile_seconds": pl.Float64,
     "peak_rss_bytes": BIG, "rss_growth_bytes": BIG,
     "worker": STR,              # host:pid that ran the point
@@ -92,10 +89,7 @@ SWEEP_SCHEMA: Schema = {
 }
 
 #: the columns of ``Compilation.summary()`` a row keeps (under the summary's names, with the summary's dtypes)
-SUMMARY_COLUMNS = ("lowered_cycles", "lowered_compute_cycles", "lowered_exchange_cycles", "lowered_sync_cycles",
-                   "lowered_launches", "kernel_calls", "exchange_steps", "peak_sram_bytes", "screen_peak_bytes",
-                   "tiles_used", "placed", "row_block", "row_shard", "inner_split", "plans", "weight_class",
-                   "fused_qkv")
+SUMMARY_COLUMNS = tuple(k for k in SWEEP_SCHEMA if k in SUMMARY_SCHEMA and k != "workload")
 
 
 def run_point(point: Point, target: Target) -> dict[str, Any]:

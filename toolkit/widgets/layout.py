@@ -24,6 +24,7 @@ from toolkit.layout import LayoutResult, search_layouts
 from toolkit.layout.search import pareto_front
 from toolkit.options import CONSTRAINT_KEY, WEIGHT_CLASSES, Options, as_options
 from toolkit.pipeline import Compilation, compile, resolve_graph
+from toolkit.report import no_placed_peak
 from toolkit.target import Target, ipu21
 from toolkit.viz.layout import PARAMETERS, pareto, tradeoff
 from toolkit.widgets.render import busy, chart_widget, html_table
@@ -73,9 +74,9 @@ def compared_row(c: Compilation) -> pl.DataFrame:
 def peak_note(s: Mapping[str, Any]) -> str:
     """The peak SRAM of a summary row, saying whose figure it is: the placed peak, or (when the layout did not
     place) that there is none, with the screen's estimate."""
-    if s["peak_sram_bytes"] is not None:
+    why = no_placed_peak(s)
+    if why is None:
         return f"peak {s['peak_sram_bytes']:,} B per tile (placed)"
-    why = "placement produced no occupancy" if s["placed"] else "did not place"
     return (f"<span style='color:firebrick'>{why}: no placed peak</span> (screen estimate "
             f"{s['screen_peak_bytes']:,} B per tile)")
 
