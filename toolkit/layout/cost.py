@@ -125,13 +125,14 @@ def merge_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarr
     return cycles("merge", target, rows=rows, cols=cols) + target.costs.launch_cycles
 
 
-def merge_pieces(output: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def merge_pieces(output: Layout, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The attention merges of an attention product's result layout, one per chunk (its column shards are
-    heads): ``(slot, rows, cols)`` of every placed chunk, ``cols`` the head's values."""
+    heads): ``(tile, rows, cols)`` of the given chunk slots (default: every placed one), ``cols`` the head's
+    values. The schedule's merge commands and the screen's price read the same pieces."""
     ch = output.chunks()
-    slot = np.nonzero(ch["tile"] >= 0)[0]
-    rows = (ch["g1"] - ch["g0"]) * (ch["r1"] - ch["r0"])
-    return slot, rows[slot].astype(np.int64), (ch["c1"] - ch["c0"])[slot].astype(np.int64)
+    slots = np.nonzero(ch["tile"] >= 0)[0] if slots is None else np.asarray(slots, dtype=np.int64)
+    rows = ((ch["g1"] - ch["g0"]) * (ch["r1"] - ch["r0"]))[slots]
+    return ch["tile"][slots].astype(np.int64), rows.astype(np.int64), (ch["c1"] - ch["c0"])[slots].astype(np.int64)
 
 
 def reduce_cycles(elements: np.ndarray, partials: int | np.ndarray, target: Target,

@@ -312,9 +312,8 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         extra = int(unpack_cycles(rows, cols, target).max(initial=0))
         compute = {cls: cyc + extra for cls, cyc in compute.items()}
     if plan.rule == "values":   # the attention merges where the product's rows end: the busiest tile's
-        slot, rows, cols = merge_pieces(plan.output)
-        tile = plan.output.chunks()["tile"][slot]
-        extra = int(np.bincount(tile, weights=merge_cycles(rows, cols, target)).max(initial=0)) if len(slot) else 0
+        tile, rows, cols = merge_pieces(plan.output)
+        extra = int(np.bincount(tile, weights=merge_cycles(rows, cols, target)).max(initial=0)) if len(tile) else 0
         compute = {cls: cyc + extra for cls, cyc in compute.items()}
     est = {"kernel": plan.kernel, "compute": compute, "exchange": 0, "syncs": 0, "phases": n_w,
            "launches": int(np.bincount(key, weights=calls, minlength=n_w * tiles).reshape(n_w, tiles)

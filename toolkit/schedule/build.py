@@ -24,6 +24,7 @@ from toolkit.layout.cost import (
     amp_cycles,
     cast_cycles,
     merge_cycles,
+    merge_pieces,
     unpack_cycles,
     vector_cycles,
     weight_read_class,
@@ -242,13 +243,11 @@ def _merge(prog: Program, plan: OpPlan, slots: np.ndarray, objs: np.ndarray, cph
     """One attention merge per result chunk of an attention product (one head's rows, in place), in the compute
     phase that wrote it: ipu-stack's softmax leaves its exponentials unnormalized and this kernel divides
     (values unchanged for the check, whose softmax already normalizes)."""
-    ch = plan.output.chunks()
     ok = objs >= 0
-    slots, objs = slots[ok], objs[ok]
-    rows = ((ch["g1"] - ch["g0"]) * (ch["r1"] - ch["r0"]))[slots]
-    cols = (ch["c1"] - ch["c0"])[slots]
-    n = len(slots)
-    cmd = prog.commands.add(n, phase=cphase, tile=ch["tile"][slots], op_id=plan.op_id, kernel="merge", rows=rows,
+    objs = objs[ok]
+    tiles, rows, cols = merge_pieces(plan.output, slots[ok])
+    n = len(objs)
+    cmd = prog.commands.add(n, phase=cphase, tile=tiles, op_id=plan.op_id, kernel="merge", rows=rows,
                             cols=cols, inner=0, groups=1, dtype="f16", weight_class="", panels=0, calls=1,
                             launches=1, cast_cycles=0, est_cycles=merge_cycles(rows, cols, prog.target))
     prog.operands.add(n, command_id=cmd, object_id=objs, role="i", offset=0)
