@@ -32,6 +32,7 @@ import polars as pl
 
 import toolkit
 from benchmarks._results import write_section
+from toolkit.costs import IN_PLACE_KERNELS
 from toolkit.errors import ToolkitError
 from toolkit.graph import PRESETS, get_workload
 from toolkit.profile import crop
@@ -99,18 +100,20 @@ def run_row(row: dict) -> dict:
         c = toolkit.compile(get_workload(workload, batch=int(row["batch"])), options=options)
     except ToolkitError as exc:
         return {**row, "simulated": None, "error": str(exc).splitlines()[0], "note_run": note}
-    phases = exchange_roles(c.schedule.phases).join(c.exchange.summary.select("phase", "est_cycles"), on="phase")
+    phases = (exchange_roles(c.schedule.phases, c.schedule.commands)
+              .join(c.exchange.summary.select("phase", "est_cycles"), on="phase"))
     phases = phases.sort("phase").select("op", "role", "nth", "est_cycles").rows()
     return {**row, "simulated": int(crop(c.profile).cropped_cycles), "compute": int(c.lowered_cycles("compute")),
             "exchange": int(c.lowered_cycles("exchange")), "phases": phases, "seconds": time.perf_counter() - t,
             "error": None, "note_run": note}
 
 
-def exchange_roles(phases: pl.DataFrame) -> pl.DataFrame:
-    """Each exchange phase's op (its name's last part), role (``gather`` before the op's first compute phase,
-    ``reduction`` after it) and index among the op's phases of that role."""
-    first_compute = phases.filter(pl.col("kind") == "compute").group_by("op_id").agg(pl.col("phase").min()
-                                                                                      .alias("_c"))
+def exchange_roles(phases: pl.DataFrame, commands: pl.DataFrame) -> pl.DataFrame:
+    """Each exchange phase's op (its name's last part), role (``gather`` before the op's first compute phase that
+    runs its own kernel, ``reduction`` after it: an attention product's operand preparation and its copies do
+    not count) and index among the op's phases of that role."""
+    own = commands.filter(~pl.col("kernel").is_in([*IN_PLACE_KERNELS, "copy"]))
+    first_compute = own.group_by("op_id").agg(pl.col("phase").min().alias("_c"))
     return (phases.filter(pl.col("kind") == "exchange").join(first_compute, on="op_id", how="left")
             .with_columns(pl.col("name").str.split(".").list.last().alias("op"),
                           pl.when(pl.col("_c").is_not_null() & (pl.col("phase") > pl.col("_c")))

@@ -147,6 +147,11 @@ class Costs:
     merge_row_cycles: int = 31
     merge_panel_cycles: int = 3
     merge_pair_cycles: int = 4
+    # rearrangements of row-major FP16 rows (ipu-stack's kernel/rearrange.rs), per physical element, columns
+    # padded to the 16-column micro-panel: into the AMP's left-operand order (rearrange_amp_left_f16) and into a
+    # transposed-right coefficient panel (the GEMM's coefficient permutation)
+    rearrange_left_element_cycles: int = 1
+    rearrange_right_element_cycles: int = 3
     launch_cycles: int = 11                # supervisor kernel launch (SDK constant)
     # exchange (section 4): max(payload / 4 B per cycle, control) per tile; per-phase overrun; global sync
     exchange_send_cycles: int = 2
@@ -203,7 +208,8 @@ def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
         ("amp_matmul_f16", 6144), ("amp_matmul_f8", 6656), ("amp_matmul_f16_p32", 6656), ("amp_matmul_f8_p32", 7168),
         ("reduce", 1024), ("layernorm", 2304), ("add_layernorm", 2560), ("bias_gelu", 1792),
         ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
-        ("copy", 512), ("unpack", 512), ("merge", 512), ("scale", 640),
+        ("copy", 512), ("unpack", 512), ("merge", 512), ("rearrange_left", 512), ("rearrange_right", 512),
+        ("scale", 640),
     )
 
 

@@ -1,4 +1,5 @@
-"""Swapped Q / K projections unpack their results for the scores, separately or grouped on disjoint owners."""
+"""Swapped Q / K projections unpack their results for the scores, separately or grouped on disjoint owners; the
+attention then packs Q on every scores cell and prepares K and V on panel owners, as the real compiler does."""
 
 from __future__ import annotations
 
@@ -69,6 +70,37 @@ def test_grouped_runs_both_unpacks_in_one_phase_on_disjoint_owners() -> None:
 def test_normal_projections_unpack_nothing() -> None:
     c = _compile("grouped", {k: v.replace(" swapped", "") for k, v in SWAPPED.items()})
     assert _unpacks(c).height == 0
+    assert c.schedule.commands.filter(pl.col("kernel").str.starts_with("rearrange")).height == 0
+    assert c.schedule.objects.filter(pl.col("name").str.ends_with(".panels")).height == 0
+
+
+@pytest.mark.parametrize("grids", [{}, {"scores": "2x2x1", "values": "2x1x2"}])
+def test_transposed_operands_are_prepared_as_the_real_compiler_does(grids: dict) -> None:
+    """Q: every scores cell rearranges its own query rows into the AMP's left order before its GEMM; K: moved onto
+    64 x 16 panels (one per owner) and rearranged there into the transposed-right order; V: moved onto whole-key
+    16-column panels and copied from there (ipu-stack's materialized attention, docs/QKV_PREPARATION.md)."""
+    c = _compile("separate", {**SWAPPED, **grids}, check=True)
+    assert c.check.passed, c.check.message
+    cmd, ph = c.schedule.commands, c.schedule.phases
+    names = dict(zip(c.graph.ops["op_id"].to_list(), c.graph.ops["name"].to_list(), strict=True))
+    op = {n.rsplit(".", 1)[-1]: i for i, n in names.items()}
+    scores = cmd.filter((pl.col("op_id") == op["scores"]) & pl.col("kernel").str.starts_with("amp"))
+    left = cmd.filter(pl.col("kernel") == "rearrange_left")
+    assert left["op_id"].unique().to_list() == [op["scores"]] and left.height == scores.height
+    assert sorted(left.select("phase", "tile").rows()) == sorted(scores.select("phase", "tile").rows())
+    hd, heads = TINY["width"] // TINY["heads"], TINY["heads"]
+    assert left["cols"].unique().to_list() == [hd] and int(left["rows"].sum()) == TINY["tokens"] * heads * (
+        grids and 2 or 1)   # a 2 x 2 grid reads every query row on both key shards
+    right = cmd.filter(pl.col("kernel") == "rearrange_right")
+    assert right.height == heads * -(-hd // 16) and right["cols"].unique().to_list() == [16]
+    assert right["tile"].n_unique() == right.height   # one panel per owner
+    assert right["phase"].max() < scores["phase"].min()
+    panels = c.schedule.objects.filter(pl.col("name").str.ends_with(".panels"))
+    by = panels.group_by("tensor_id").agg(pl.len(), pl.col("size_bytes").sum())
+    assert sorted(by["len"].to_list()) == [heads * -(-hd // 16)] * 2
+    assert by["size_bytes"].unique().to_list() == [TINY["tokens"] * TINY["width"] * 2]   # every K / V element once
+    v_prep = ph.filter((pl.col("op_id") == op["values"]) & (pl.col("kind") == "exchange"))
+    assert v_prep.height >= 2   # the panels' exchange, then the product's own
 
 
 @pytest.mark.parametrize("prep", ["separate", "grouped"])

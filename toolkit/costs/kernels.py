@@ -17,10 +17,10 @@ from toolkit.options import PARTIALS
 from toolkit.target import Costs, Target
 
 KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast",
-           "unpack", "merge")
+           "unpack", "merge", "rearrange_left", "rearrange_right")
 #: kernels that rewrite a result in place without changing its values as the functional check holds them (an
-#: unpack reorders; a merge normalizes what our softmax has already normalized)
-IN_PLACE_KERNELS = ("unpack", "merge")
+#: unpack or a rearrangement reorders; a merge normalizes what our softmax has already normalized)
+IN_PLACE_KERNELS = ("unpack", "merge", "rearrange_left", "rearrange_right")
 DTYPES = ("f16", "f8")
 OUTPUTS = ("plain", "packed")
 #: the element type (``f16`` / ``f8``) each stored tensor dtype feeds the AMP with
@@ -272,6 +272,27 @@ def _merge(x: Cols, c: Costs) -> np.ndarray:
     return np.where(rows * cols == 0, 0, c.merge_call_cycles + 6 * _cdiv(rows, 6) * row)
 
 
+def _rearrange_left(x: Cols, c: Costs) -> np.ndarray:
+    """Rearrangement of ``rows`` row-major FP16 rows of ``cols`` into the AMP's left-operand order, the
+    columns zero-padded to its 16-column micro-panel: ipu-stack's ``rearrange_amp_left_f16`` worker
+    (``kernel/rearrange.rs``), one cycle per physical element. The attention's QK round measures it: its
+    grid's preparation-and-GEMM round ran 23,010 cycles over a 12,798-cycle GEMM, and the PV round 19,080 over
+    15,228 with no rearrangement (docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md): 10,212 - 3,852 = 6,360 against
+    6,480 physical elements of 81 query rows x 80.
+    """
+    rows, cols = np.asarray(x["rows"], dtype=np.int64), np.asarray(x["cols"], dtype=np.int64)
+    return rows * (_cdiv(cols, c.amp_panel_cols) * c.amp_panel_cols) * c.rearrange_left_element_cycles
+
+
+def _rearrange_right(x: Cols, c: Costs) -> np.ndarray:
+    """Rearrangement of ``rows`` (physical, padded to the panel) row-major FP16 rows of ``cols`` into the AMP's
+    transposed-right coefficient panel (an attention's K on its preparation owner): ipu-stack's
+    ``kernel/rearrange.rs`` prices it at three cycles per physical element (the GEMM's coefficient permutation),
+    3,083 cycles with the launch for a 64 x 16 panel. No hardware figure isolates it."""
+    rows, cols = np.asarray(x["rows"], dtype=np.int64), np.asarray(x["cols"], dtype=np.int64)
+    return rows * (_cdiv(cols, c.amp_panel_cols) * c.amp_panel_cols) * c.rearrange_right_element_cycles
+
+
 RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "matmul": _matmul,
     "reduce": _reduce,
@@ -285,6 +306,8 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "cast": _cast,
     "unpack": _unpack,
     "merge": _merge,
+    "rearrange_left": _rearrange_left,
+    "rearrange_right": _rearrange_right,
 }
 
 

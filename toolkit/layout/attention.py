@@ -23,6 +23,7 @@ import numpy as np
 from toolkit.costs import amp_kernel
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
+from toolkit.target import Costs
 
 
 def _cells(groups: int, a: int, b: int, tiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,6 +169,35 @@ def attention_grid(op: dict, gemm: GemmPlan, acts: list[int], src: dict, off: di
             "partials": g.get("partials"), "reduce_need": g.get("reduce_need"), "coefficient": src["v"]}
 
 
+#: key rows of one K panel on its preparation owner: ipu-stack packs an attention's K into 64 x 16 AMP
+#: transposed-right panels, one per owner (16 heads x 12 key blocks x 5 = 960 owners for SigLIP B1), and keeps V
+#: as whole-key BlockMajor 16-column panels (80 owners); the products' tiles copy their blocks from those panels
+#: (its mid/implementation/attention.rs prepare_attention_blocks; docs/QKV_PREPARATION.md, "attention's
+#: preparation copy")
+K_PANEL_ROWS = 64
+#: columns of one prepared panel: the AMP's micro-panel on the machine the plans are made for (``plan_graph`` has
+#: no target; the cost rules read the same field of the target they price)
+AMP_PANEL_COLS = Costs().amp_panel_cols
+
+
+def operand_panels(shape: tuple[int, int, int], batch: int, heads: int, keys: int, hd: int, offset: int,
+                   row_block: int, panel_cols: int, tiles: int) -> Layout:
+    """Where an attention product's coefficient operand (K or V, columns at ``offset``) is prepared before the
+    product reads it: per image, key blocks of ``row_block`` rows (``keys`` or more: whole keys) by
+    ``panel_cols``-column panels of every head, one panel per owner, the owners spread evenly over the tiles
+    (round robin past them)."""
+    col_b = np.unique(np.concatenate([[0, shape[2]], offset + (np.arange(heads)[:, None] * hd + np.append(
+        np.arange(0, hd, panel_cols), hd)[None, :]).ravel()]))
+    rows_b = segmented_bounds(batch, keys, min(row_block, keys))
+    lo, hi = int(np.searchsorted(col_b, offset)), int(np.searchsorted(col_b, offset + heads * hd))
+    n = (len(rows_b) - 1) * (hi - lo)
+    idx = np.arange(n, dtype=np.int64)
+    owner = (idx * tiles // n if n <= tiles else idx % tiles).astype(np.int32)
+    t = np.full((1, len(rows_b) - 1, len(col_b) - 1, 1), -1, dtype=np.int32)
+    t[0, :, lo:hi, 0] = owner.reshape(len(rows_b) - 1, hi - lo)
+    return Layout(shape, (np.array([0, 1]), rows_b, col_b), t)
+
+
 def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, head_dim: int, offset: int,
              ct: np.ndarray, rb: np.ndarray, *, by_row_block: bool) -> Layout:
     ci = np.arange(ct.size).reshape(ct.shape)
@@ -196,9 +226,12 @@ def qkv_need(shape: tuple[int, int, int], batch: int, heads: int, tokens: int, h
 
 
 __all__ = [
+    "AMP_PANEL_COLS",
+    "K_PANEL_ROWS",
     "attention_cells",
     "attention_grid",
     "head_rows_need",
+    "operand_panels",
     "qkv_need",
     "scores_grid",
     "softmax_rows",

@@ -125,6 +125,32 @@ def merge_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarr
     return cycles("merge", target, rows=rows, cols=cols) + target.costs.launch_cycles
 
 
+def rearrange_cycles(kernel: str, rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:
+    """Cycles of one rearrangement (``rearrange_left`` / ``rearrange_right``) of ``rows`` row-major rows of
+    ``cols`` (plus its launch)."""
+    return cycles(kernel, target, rows=rows, cols=cols) + target.costs.launch_cycles
+
+
+def rearrange_pieces(plan, cells: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The query rearrangements of an attention scores plan (``plan.rearrange``), one per cell: ``(rows, cols)``
+    of the given cells (default: all), its query rows (all groups) by the head's depth. The schedule's commands
+    and the screen's price read the same pieces (``plan``: an :class:`~toolkit.layout.plans.OpPlan`)."""
+    sh = plan.cell_shape if cells is None else plan.cell_shape[np.asarray(cells, dtype=np.int64)]
+    return (sh[:, 0] * sh[:, 3]).astype(np.int64), sh[:, 2].astype(np.int64)
+
+
+def prep_pieces(plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The panels an attention product's coefficient is prepared in (``plan.prep``), one per placed slot:
+    ``(tile, rows, cols)``; a transposed-right rearrangement works on whole panels (a short last key block is
+    padded to the panel's rows). The schedule's commands and the screen's price read the same pieces."""
+    ch = plan.prep.chunks()
+    ok = ch["tile"] >= 0
+    rows = (ch["r1"] - ch["r0"])[ok]
+    if plan.prep_kernel == "rearrange_right" and len(rows):
+        rows = np.full_like(rows, rows.max())
+    return ch["tile"][ok].astype(np.int64), rows.astype(np.int64), (ch["c1"] - ch["c0"])[ok].astype(np.int64)
+
+
 def merge_pieces(output: Layout, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The attention merges of an attention product's result layout, one per chunk (its column shards are
     heads): ``(tile, rows, cols)`` of the given chunk slots (default: every placed one), ``cols`` the head's

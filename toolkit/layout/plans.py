@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toolkit.costs import PRECISION, amp_kernel
-from toolkit.layout.attention import attention_cells, attention_grid, qkv_need, softmax_rows
+from toolkit.layout.attention import (
+    AMP_PANEL_COLS,
+    K_PANEL_ROWS,
+    attention_cells,
+    attention_grid,
+    operand_panels,
+    qkv_need,
+    softmax_rows,
+)
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
 from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
@@ -100,6 +108,13 @@ class OpPlan:
                                      # rows for the attention scores (Q, K; V's consumer reads the AMP order)
     unpack_later: bool = False       # grouped preparation: this op's unpack runs in the next unpacking op's last
                                      # compute phase, beside it on disjoint owners
+    rearrange: int | None = None     # need key of an attention scores' query operand that every cell rearranges
+                                     # from row-major (an unpacked swapped projection's rows) into the AMP's
+                                     # left-operand order before its GEMM (ipu-stack's rearrange_amp_left_f16)
+    prep: Layout | None = None       # an attention product's coefficient (K, V) prepared on panel owners first:
+                                     # moved there, rearranged by ``prep_kernel`` ("": copied as they arrive),
+                                     # then routed to the product's cells from there (attention.operand_panels)
+    prep_kernel: str = ""
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -305,7 +320,17 @@ def identity(layout: Layout) -> Layout:
     return layout.with_cells(np.arange(layout.tiles.size))
 
 
-def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict | None = None) -> tuple:
+def transposed_results(ops: list[dict], p: LayoutParams) -> frozenset[int]:
+    """The tensors a swapped linear op stores, in the AMP's transposed-left order: an attention reading them as
+    Q rearranges its rows into the AMP's left order on every scores cell, and prepares them as K or V on panel
+    owners first (docs/QKV_PREPARATION.md: the Q / K unpacks, "attention's preparation copy", V's consumer
+    copying panels from the projection order)."""
+    return frozenset(op["output"] for op in ops
+                     if op["rule"] == "linear" and (g := p.plan_of(op["name"])) is not None and g.swapped)
+
+
+def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict | None = None,
+            transposed: frozenset[int] = frozenset()) -> tuple:
     """The parameters an op's plan depends on."""
     kind = op["kind"]
     ins = list(op["inputs"])
@@ -315,7 +340,7 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict |
             return ("gemm", gemm, p.partials, (prep or {}).get(op["output"], UNPACKED))
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
     if kind == "matmul":
-        return ("attention", p.row_block, p.plan_of(op["name"]))
+        return ("attention", p.row_block, p.plan_of(op["name"]), tuple(t in transposed for t in ins))
     if kind in ("layernorm", "add"):
         return ("stream", p.stream_block or p.row_block, p.stream_weights)
     return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block, p.stream_weights)))
@@ -386,13 +411,14 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
     attn_cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     qkv_src: dict[str, int] = {}
     prep = qk_preparation(ops, tensors, p, batch)
+    transposed = transposed_results(ops, p)
     for op in ops:
         ins = list(op["inputs"])
         out = op["output"]
         kind = op["kind"]
         acts = [t for t in ins if tensors[t]["role"] in ("input", "activation", "output")]
         wts = [t for t in ins if tensors[t]["role"] == "weight"]
-        key = _op_key(op, tensors, p, key_of, prep)
+        key = _op_key(op, tensors, p, key_of, prep, transposed)
         key_of[out] = key
         if op["rule"] == "scores":    # inputs: Q then K (a fused QKV tensor: one input holding both)
             qkv_src.update(q=acts[0], k=acts[-1])
@@ -468,6 +494,13 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                 plan = OpPlan(op_id=op["op_id"], name=op["name"], kind=kind, rule="values", kernel="amp_matmul_f16",
                               cell_tiles=ct.ravel(), cell_shape=shape_arr, cell_wave=np.arange(cells) // tiles,
                               needs=needs, output=o_lay, coefficient=src["v"])
+            if op["rule"] == "scores" and src["q"] in transposed:   # unpacked Q rows: every cell packs its own
+                plan = OpPlan(**{**_fields(plan), "rearrange": src["q"]})   # AMP-left panel
+            kv = "k" if op["rule"] == "scores" else "v"   # K in transposed-right panels, V in whole-key panels
+            if src[kv] in transposed:
+                plan = OpPlan(**{**_fields(plan), "prep_kernel": "rearrange_right" if kv == "k" else "",
+                                 "prep": operand_panels(_tensor3(tensors, src[kv]), batch, heads, keys, hd, off[kv],
+                                                        K_PANEL_ROWS if kv == "k" else keys, AMP_PANEL_COLS, tiles)})
         elif kind in ("layernorm", "add"):
             _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)

@@ -28,6 +28,9 @@ from toolkit.layout.cost import (
     merge_cycles,
     merge_pieces,
     phase_exchange_cycles,
+    prep_pieces,
+    rearrange_cycles,
+    rearrange_pieces,
     reduce_cycles,
     unpack_cycles,
     vector_cycles,
@@ -293,13 +296,14 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     compute: dict[str, int] = {}
     if plan.kernel.startswith("amp"):
         k_rows, k_cols = (sh[:, 1], sh[:, 0]) if plan.swapped else (sh[:, 0], sh[:, 1])   # swapped: transposed
+        pre = rearrange_cycles("rearrange_left", *rearrange_pieces(plan), target) if plan.rearrange is not None else 0
         for cls in WEIGHT_CLASSES:   # both weight classes in one pass: only the feed term differs
             wc = weight_read_class(plan, plan.weight_class or cls)
             cyc, _, calls, _ = amp_cycles(k_rows, k_cols, sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
                                           inner_block=p.inner_block, cast=plan.cast_input,
                                           cast_right=plan.cast_right, out_cast=plan.out_cast)
-            per = np.bincount(key, weights=cyc * sh[:, 3], minlength=n_w * tiles).reshape(n_w, tiles)
+            per = np.bincount(key, weights=cyc * sh[:, 3] + pre, minlength=n_w * tiles).reshape(n_w, tiles)
             compute[cls] = int(per.max(axis=1).sum())
         calls = calls * sh[:, 3]
     else:
@@ -342,6 +346,20 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         est["syncs"] += n_w * epochs
         est["phases"] += 3 * n_w * epochs
     rw = np.bincount(key, weights=recv, minlength=n_w * tiles).reshape(n_w, tiles)
+    prep_recv = np.zeros(tiles, dtype=np.int64)
+    if plan.prep is not None:   # the coefficient's preparation panels: their own exchange and rearrangement
+        tile, rows, cols = prep_pieces(plan)
+        t = plan.coefficient if plan.coefficient >= 0 else -plan.coefficient - 1
+        prep_recv = np.bincount(tile, weights=rows * cols * DTYPE_BYTES[tensors[t]["dtype"]],
+                                minlength=tiles).astype(np.int64)
+        busiest = prep_recv.max(initial=0)
+        est["exchange"] += int(phase_exchange_cycles(busiest, np.ceil(busiest / (
+            target.packet_max_words * target.word_bytes)) + 1, target))
+        prep = (np.bincount(tile, weights=rearrange_cycles(plan.prep_kernel, rows, cols, target)).max(initial=0)
+                if plan.prep_kernel else 0)
+        est["compute"] = {cls: cyc + int(prep) for cls, cyc in est["compute"].items()}
+        est["syncs"] += 1
+        est["phases"] += 3
     if recv.any():
         frag = np.ceil(rw.max(axis=1) / (target.packet_max_words * target.word_bytes))
         est["exchange"] += int(phase_exchange_cycles(rw.max(axis=1), frag + 1, target).sum())
@@ -360,6 +378,6 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
     est["out"] = np.bincount(plan.output.tiles.ravel().clip(0), weights=_slot_bytes(plan.output, out_b),
                              minlength=tiles).astype(np.int64)
-    est["recv"] = rw.max(axis=0).astype(np.int64)
+    est["recv"] = np.maximum(rw.max(axis=0), prep_recv).astype(np.int64)
     est["weights"], est["inter"] = weights, inter
     return est

@@ -25,6 +25,9 @@ from toolkit.layout.cost import (
     cast_cycles,
     merge_cycles,
     merge_pieces,
+    prep_pieces,
+    rearrange_cycles,
+    rearrange_pieces,
     unpack_cycles,
     vector_cycles,
     weight_read_class,
@@ -88,12 +91,13 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
                 slots = np.nonzero(lay.tiles.ravel() >= 0)[0]
                 objs_of[tensor] = prog.new_objects(lay, slots, tensor, "activation", 0)
         inputs.update(plan.inputs)
-        routes = _routes(plan, layout_of, waves, inputs)
+        src_of = {plan.coefficient: _prepare(prog, op, plan, layout_of, objs_of)} if plan.prep is not None else {}
+        routes = _routes(plan, layout_of, waves, inputs, src_of)
         out_slot = _slot_of_cell(plan.output, n_cells)
         out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
         for wave in np.unique(waves):
             cells = np.nonzero(waves == wave)[0]
-            out_cells, new_out = _wave(prog, op, plan, int(wave), cells, routes, layout_of, objs_of, w_objs)
+            out_cells, new_out = _wave(prog, op, plan, int(wave), cells, routes, layout_of, objs_of, w_objs, src_of)
             out_objs[out_slot[out_cells]] = new_out
         layout_of[op["output"]] = plan.output
         objs_of[op["output"]] = out_objs
@@ -121,14 +125,21 @@ def _unpack(prog: Program, unpacks: list[tuple[OpPlan, np.ndarray]], cphase: int
         keep, rows, cols = keep[ok], rows[ok], cols[ok]
         if not len(keep):
             continue
-        n, obj = len(keep), objs[keep]
-        cmd = prog.commands.add(n, phase=cphase, tile=plan.output.tiles.ravel()[keep], op_id=plan.op_id,
-                                kernel="unpack", rows=rows, cols=cols, inner=0, groups=1, dtype="f16",
-                                weight_class="", panels=0, calls=1, launches=1, cast_cycles=0,
-                                est_cycles=unpack_cycles(rows, cols, prog.target))
-        prog.operands.add(n, command_id=cmd, object_id=obj, role="i", offset=0)
-        prog.operands.add(n, command_id=cmd, object_id=obj, role="out", offset=0)
-        prog.use(obj, cphase)
+        _in_place(prog, plan, cphase, "unpack", plan.output.tiles.ravel()[keep], objs[keep], rows, cols,
+                  unpack_cycles(rows, cols, prog.target))
+
+
+def _in_place(prog: Program, plan: OpPlan, cphase: int, kernel: str, tiles: np.ndarray, objs: np.ndarray,
+              rows: np.ndarray, cols: np.ndarray, est_cycles: np.ndarray) -> None:
+    """One in-place command per object (``costs.IN_PLACE_KERNELS``: it reads and rewrites the object, values
+    unchanged for the check) in compute phase ``cphase``."""
+    n = len(objs)
+    cmd = prog.commands.add(n, phase=cphase, tile=tiles, op_id=plan.op_id, kernel=kernel, rows=rows, cols=cols,
+                            inner=0, groups=1, dtype="f16", weight_class="", panels=0, calls=1, launches=1,
+                            cast_cycles=0, est_cycles=est_cycles)
+    prog.operands.add(n, command_id=cmd, object_id=objs, role="i", offset=0)
+    prog.operands.add(n, command_id=cmd, object_id=objs, role="out", offset=0)
+    prog.use(objs, cphase)
 
 
 def _carry(prog: Program, op: dict, plan: OpPlan, t_in: int, t_out: int, layout_of: dict, objs_of: dict) -> None:
@@ -161,16 +172,43 @@ def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
     return out
 
 
-def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray, inputs: set[int]) -> dict:
+def _prepare(prog: Program, op: dict, plan: OpPlan, layout_of: dict, objs_of: dict) -> tuple[Layout, np.ndarray]:
+    """Move an attention product's coefficient operand onto its preparation panels (``plan.prep``) and rearrange
+    it there (``plan.prep_kernel``): sync, exchange, compute. Returns the panels' layout and objects (one per
+    slot, -1 where none), the source the product's cells then copy their blocks from."""
+    t = plan.coefficient
+    tensor = t if t >= 0 else -t - 1
+    lay = plan.prep
+    pieces = route(layout_of[tensor], lay)
+    xphase = -1
+    if np.any(pieces["src_tile"] != pieces["dst_tile"]):
+        prog.phase("sync", plan, 0, op["block"])
+        xphase = prog.phase("exchange", plan, 0, op["block"])
+    cphase = prog.phase("compute", plan, 0, op["block"])
+    slots = np.nonzero(lay.tiles.ravel() >= 0)[0]
+    objs = np.full(lay.tiles.size, -1, dtype=np.int64)
+    objs[slots] = prog.new_objects(lay, slots, tensor, "activation", xphase if xphase >= 0 else cphase,
+                                   name=f"{prog.tensors[tensor]['name']}@{plan.name}.panels")
+    prog.move(layout_of[tensor], objs_of[tensor], lay, slots, objs[slots], tensor, xphase, cphase, pieces=pieces)
+    if plan.prep_kernel:
+        tiles, rows, cols = prep_pieces(plan)
+        _in_place(prog, plan, cphase, plan.prep_kernel, tiles, objs[slots], rows, cols,
+                  rearrange_cycles(plan.prep_kernel, rows, cols, prog.target))
+    return lay, objs
+
+
+def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray, inputs: set[int],
+            src_of: dict[int, tuple[Layout, np.ndarray]]) -> dict:
     """One route per operand need that is not read in place, with the wave of every piece (``inputs``: the graph
-    inputs, stored one object per slot of their layout)."""
+    inputs, stored one object per slot of their layout; ``src_of``: needs copied from elsewhere than their
+    tensor's layout, the coefficient's preparation panels)."""
     routes = {}
     for t, need in plan.needs.items():
         tensor = t if t >= 0 else -t - 1
-        src = layout_of[tensor]
+        src = src_of[t][0] if t in src_of else layout_of[tensor]
         if need.same_as(src) and (need.replicas == 1 or tensor in inputs):   # read in place (a graph input holds
             continue                                                          # one object per slot, replicas too)
-        pieces = route(layout_of[tensor], need)
+        pieces = route(src, need)
         wave_of_slot = np.full(need.tiles.size, -1, dtype=np.int64)
         valid = need.cells.ravel() >= 0
         wave_of_slot[valid] = waves[need.cells.ravel()[valid]]
@@ -179,7 +217,8 @@ def _routes(plan: OpPlan, layout_of: dict[int, Layout], waves: np.ndarray, input
 
 
 def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, routes: dict,
-          layout_of: dict, objs_of: dict, w_objs: dict) -> tuple[np.ndarray, np.ndarray]:
+          layout_of: dict, objs_of: dict, w_objs: dict,
+          src_of: dict[int, tuple[Layout, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """One wave of one op: [sync, exchange,] compute (and a reduce for inner splits)."""
     tensors, block, n_cells = prog.tensors, op["block"], len(plan.cell_tiles)
     operand_objs: dict[str, np.ndarray] = {}
@@ -189,7 +228,7 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
         slot = _slot_of_cell(need, n_cells)[cells]
         role = f"w{tensor}" if t in plan.weights else f"in{i}"   # a gathered weight is read as the weight operand
         if t not in routes:
-            operand_objs[role] = objs_of[tensor][slot]
+            operand_objs[role] = (src_of[t][1] if t in src_of else objs_of[tensor])[slot]
         else:
             pieces, piece_wave = routes[t]
             sel = piece_wave == wave
@@ -205,7 +244,8 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
                else "standard")   # AMP coefficients: ld128 loads
         objs = prog.new_objects(need, slot, tensor, "activation", first, cls=cls,
                                 name=f"{tensors[tensor]['name']}@{plan.name}")
-        prog.move(layout_of[tensor], objs_of[tensor], need, slot, objs, tensor, xphase, cphase, pieces=pieces)
+        src, src_objs = src_of[key] if key in src_of else (layout_of[tensor], objs_of[tensor])
+        prog.move(src, src_objs, need, slot, objs, tensor, xphase, cphase, pieces=pieces)
         operand_objs[role] = objs
     for t, slots in plan.weight_slots.items():
         s = slots[cells]
@@ -221,6 +261,8 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     else:
         new_out = prog.new_objects(plan.output, _slot_of_cell(plan.output, n_cells)[cells], out_tensor,
                                    "activation", cphase)
+    if plan.rearrange is not None:   # the query rows packed into the AMP's left-operand order before the GEMM
+        _rearrange(prog, plan, cells, operand_objs[f"in{list(plan.needs).index(plan.rearrange)}"], cphase)
     priced = cell_cycles(plan, prog.target, prog.params, cells)
     sh = plan.cell_shape[cells]
     cmd = prog.commands.add(len(cells), phase=cphase, tile=plan.cell_tiles[cells], op_id=plan.op_id,
@@ -239,6 +281,17 @@ def _wave(prog: Program, op: dict, plan: OpPlan, wave: int, cells: np.ndarray, r
     return cells, new_out
 
 
+def _rearrange(prog: Program, plan: OpPlan, cells: np.ndarray, objs: np.ndarray, cphase: int) -> None:
+    """One rearrangement per cell of an attention scores plan of its query operand (``plan.rearrange``), in place
+    in the compute phase of its GEMM: the unpacked projection's row-major rows into the AMP's left-operand order
+    (values unchanged for the check)."""
+    ok = objs >= 0
+    objs, cells = objs[ok], cells[ok]
+    rows, cols = rearrange_pieces(plan, cells)
+    _in_place(prog, plan, cphase, "rearrange_left", plan.cell_tiles[cells], objs, rows, cols,
+              rearrange_cycles("rearrange_left", rows, cols, prog.target))
+
+
 def _merge(prog: Program, plan: OpPlan, slots: np.ndarray, objs: np.ndarray, cphase: int) -> None:
     """One attention merge per result chunk of an attention product (one head's rows, in place), in the compute
     phase that wrote it: ipu-stack's softmax leaves its exponentials unnormalized and this kernel divides
@@ -246,10 +299,4 @@ def _merge(prog: Program, plan: OpPlan, slots: np.ndarray, objs: np.ndarray, cph
     ok = objs >= 0
     objs = objs[ok]
     tiles, rows, cols = merge_pieces(plan.output, slots[ok])
-    n = len(objs)
-    cmd = prog.commands.add(n, phase=cphase, tile=tiles, op_id=plan.op_id, kernel="merge", rows=rows,
-                            cols=cols, inner=0, groups=1, dtype="f16", weight_class="", panels=0, calls=1,
-                            launches=1, cast_cycles=0, est_cycles=merge_cycles(rows, cols, prog.target))
-    prog.operands.add(n, command_id=cmd, object_id=objs, role="i", offset=0)
-    prog.operands.add(n, command_id=cmd, object_id=objs, role="out", offset=0)
-    prog.use(objs, cphase)
+    _in_place(prog, plan, cphase, "merge", tiles, objs, rows, cols, merge_cycles(rows, cols, prog.target))
