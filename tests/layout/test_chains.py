@@ -67,6 +67,20 @@ def test_the_fastest_offered_chain_is_the_exact_optimum(ops) -> None:
             assert rank in used.filter((pl.col("op") == name) & (pl.col("plan") == g.label()))["chosen_in"][0]
 
 
+def test_projections_feeding_an_attention_are_offered_in_normal_orientation_too() -> None:
+    """A swapped projection's own estimate cannot see the preparation it makes its attention run, so the chains
+    with it in normal orientation are offered too (after the others, whatever their own cycles), for the
+    whole-graph screen to weigh; an op not named is not."""
+    q = _frame("q", [(100, 100, 100), (50, 100, 100)]).with_columns(pl.Series("orientation", ["normal", "swapped"]))
+    fc = _frame("fc", [(10, 100, 100)]).with_columns(pl.Series("orientation", ["normal"]))
+    alone, _ = choose_chains({"q": q, "fc": fc}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {})
+    both, per_op = choose_chains({"q": q, "fc": fc}, ROOM + RESERVE_BYTES, RESERVE_BYTES, {},
+                                 also_normal=frozenset({"q"}))
+    assert [dict(c)["q"].n for c in alone] == [2]
+    assert [dict(c)["q"].n for c in both] == [2, 1]   # the per-op fastest first, then the normal one
+    assert per_op.filter(pl.col("op") == "q").sort("n")["chosen_in"].to_list() == [[1], [0]]
+
+
 def test_a_pinned_plan_shares_the_memory_and_stays_as_pinned() -> None:
     pinned = GemmPlan(m=1, n=1, k=1)
     frames = {"a": _frame("a", [(5, 800, 100)]),   # the pin: its 800 weight bytes leave 100 for the other op

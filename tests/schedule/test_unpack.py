@@ -90,7 +90,7 @@ def test_transposed_operands_are_prepared_as_the_real_compiler_does(grids: dict)
     assert sorted(left.select("phase", "tile").rows()) == sorted(scores.select("phase", "tile").rows())
     hd, heads = TINY["width"] // TINY["heads"], TINY["heads"]
     assert left["cols"].unique().to_list() == [hd] and int(left["rows"].sum()) == TINY["tokens"] * heads * (
-        grids and 2 or 1)   # a 2 x 2 grid reads every query row on both key shards
+        2 if grids else 1)   # a 2 x 2 grid reads every query row on both key shards
     right = cmd.filter(pl.col("kernel") == "rearrange_right")
     assert right.height == heads * -(-hd // 16) and right["cols"].unique().to_list() == [16]
     assert right["tile"].n_unique() == right.height   # one panel per owner

@@ -49,7 +49,7 @@ Chain = tuple[tuple[str, GemmPlan], ...]
 
 def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, pinned: dict[str, GemmPlan],
                   regions: tuple[int, int] | None = None, interleaved: bool = True,
-                  ) -> tuple[list[Chain], pl.DataFrame]:
+                  also_normal: frozenset[str] = frozenset()) -> tuple[list[Chain], pl.DataFrame]:
     """The chains offered (fastest first, pinned plans included) and the per-op frame with ``chosen_in``.
 
     ``frames`` (at least one): per linear op, its plans with ``est_chain_cycles``,
@@ -59,7 +59,11 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, 
     weights are interleaved (region 1 holds them and the gathered blocks).
     Where no chain fits under any budget, the one chain of every op's smallest
     plan (weights plus transient bytes) is offered, so the later stages can say
-    why it does not fit.
+    why it does not fit. ``also_normal``: ops whose orientation changes what
+    their consumers cost, which their own estimate cannot see (the projections
+    feeding an attention: a swapped one makes the attention prepare its
+    operands); the chains with those ops in normal orientation are offered too,
+    after the others, for the whole-graph screen to weigh.
     """
     room = capacity - reserve
     names = list(frames)
@@ -77,6 +81,17 @@ def choose_chains(frames: dict[str, pl.DataFrame], capacity: int, reserve: int, 
         pick = tuple(int(np.lexsort((c, w + t))[0]) for c, w, t in zip(cyc, wts, tra, strict=True))
         found[pick] = _totals(pick, cyc, wts, tra)
     offered = _offered(found)
+    normal = [n in also_normal and "orientation" in f.columns for n, f in zip(names, ranked, strict=True)]
+    if any(normal) and any((f["orientation"] == "swapped").any() for f, x in zip(ranked, normal, strict=True) if x):
+        big = np.iinfo(np.int64).max // (4 * len(names))
+        cyc_n = [np.where(f["orientation"].to_numpy() == "swapped", big, c) if x else c
+                 for f, c, x in zip(ranked, cyc, normal, strict=True)]
+        alt: dict[tuple[int, ...], tuple[int, int]] = {}
+        for budget in _budgets(tra, cei, room):
+            pick = _fastest_under(cyc_n, wts, tra, cei, int(budget), room)
+            if pick is not None and max(c[i] for c, i in zip(cyc_n, pick, strict=True)) < big:
+                alt.setdefault(tuple(int(i) for i in pick), _totals(pick, cyc, wts, tra))
+        offered += [pick for pick in _offered(alt) if pick not in found]
     chains: list[Chain] = []
     labels: dict[tuple[str, str], list[int]] = {}
     for rank, pick in enumerate(offered):

@@ -420,8 +420,11 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
     if not frames:
         return [()], pl.DataFrame(schema=OP_CANDIDATES_SCHEMA)
     regions = (region0_free_bytes(target, SUPPORT_BYTES), region1_bytes(target))
+    producer = {op["output"]: op["name"] for op in ops}
+    feeders = frozenset(producer[t] for op in ops if op["rule"] in ("scores", "values") for t in op["inputs"]
+                        if t in producer) - set(pinned)
     return choose_chains(frames, target.load_limit - target.memory_start, RESERVE_BYTES, pinned, regions,
-                         interleaved=weight_class == "interleaved")
+                         interleaved=weight_class == "interleaved", also_normal=feeders)
 
 
 __all__ = [

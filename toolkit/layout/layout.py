@@ -154,3 +154,12 @@ def route(src: Layout, dst: Layout) -> dict[str, np.ndarray]:
     pieces["src_tile"] = src.tiles.reshape(-1, src.replicas)[pieces["src_chunk"], 0]
     pieces["dst_tile"] = dst.tiles.reshape(-1, rep)[pieces["dst_chunk"], k]
     return pieces
+
+
+def remote_sources(src: Layout, dst: Layout) -> int:
+    """The most pieces any tile of ``dst`` receives from other tiles when ``src`` is routed into it (each one a
+    receive cutover at least)."""
+    p = route(src, dst)
+    remote = (p["dst_tile"] >= 0) & (p["src_tile"] >= 0) & (p["src_tile"] != p["dst_tile"])
+    return int(np.bincount(p["dst_tile"][remote]).max(initial=0)) if remote.any() else 0
+

@@ -33,7 +33,7 @@ from toolkit.layout.attention import (
     softmax_rows,
 )
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, sub_bounds
-from toolkit.layout.layout import Layout, block_bounds, segmented_bounds, spread
+from toolkit.layout.layout import Layout, block_bounds, remote_sources, segmented_bounds, spread
 from toolkit.layout.layout import homes as home_tiles
 from toolkit.layout.mapping import map_plans
 from toolkit.layout.reduction import REDUCE_SLICE_MIN_COLS, reduce_slices
@@ -115,6 +115,7 @@ class OpPlan:
                                      # moved there, rearranged by ``prep_kernel`` ("": copied as they arrive),
                                      # then routed to the product's cells from there (attention.operand_panels)
     prep_kernel: str = ""
+    prep_sources: int = 0            # the most remote source pieces one panel owner receives (its receive cutovers)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -339,8 +340,9 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict |
         if gemm is not None:
             return ("gemm", gemm, p.partials, (prep or {}).get(op["output"], UNPACKED))
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
-    if kind == "matmul":
-        return ("attention", p.row_block, p.plan_of(op["name"]), tuple(t in transposed for t in ins))
+    if kind == "matmul":   # an attention product: its operands' producers decide their preparation
+        return ("attention", p.row_block, p.plan_of(op["name"]),
+                tuple((t in transposed, key_of.get(t)) for t in ins))
     if kind in ("layernorm", "add"):
         return ("stream", p.stream_block or p.row_block, p.stream_weights)
     return ("elementwise", key_of.get(ins[0], ("stream", p.stream_block or p.row_block, p.stream_weights)))
@@ -498,9 +500,10 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                 plan = OpPlan(**{**_fields(plan), "rearrange": src["q"]})   # AMP-left panel
             kv = "k" if op["rule"] == "scores" else "v"   # K in transposed-right panels, V in whole-key panels
             if src[kv] in transposed:
+                panels = operand_panels(_tensor3(tensors, src[kv]), batch, heads, keys, hd, off[kv],
+                                        K_PANEL_ROWS if kv == "k" else keys, AMP_PANEL_COLS, tiles)
                 plan = OpPlan(**{**_fields(plan), "prep_kernel": "rearrange_right" if kv == "k" else "",
-                                 "prep": operand_panels(_tensor3(tensors, src[kv]), batch, heads, keys, hd, off[kv],
-                                                        K_PANEL_ROWS if kv == "k" else keys, AMP_PANEL_COLS, tiles)})
+                                 "prep": panels, "prep_sources": remote_sources(layout_of[src[kv]], panels)})
         elif kind in ("layernorm", "add"):
             _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)

@@ -167,9 +167,10 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
-    names = cache.setdefault(("products", p.fused_qkv), {o["name"] for o in cache[("ops", p.fused_qkv)]
-                                                         if o["rule"] in ("scores", "values")})
-    products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
+    names, feeders = cache.setdefault(("products", p.fused_qkv), _attention_names(cache[("ops", p.fused_qkv)]))
+    # attention product grids, and the swapped projections feeding them (their operands are then prepared: the
+    # preparation reads the projection's own result layout)
+    products = tuple((n, g) for n, g in p.plans if n in names or (n in feeders and g.swapped))
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
     if key not in cache:
@@ -188,6 +189,15 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
         cache[key] = cache[by_plan]
     return cache[key]
+
+
+def _attention_names(ops: list[dict]) -> tuple[frozenset[str], frozenset[str]]:
+    """The names of a graph's attention products and of the linear ops producing their operands."""
+    producer = {o["output"]: o for o in ops}
+    products = [o for o in ops if o["rule"] in ("scores", "values")]
+    feeders = {producer[t]["name"] for o in products for t in o["inputs"]
+               if t in producer and producer[t]["rule"] == "linear"}
+    return frozenset(o["name"] for o in products), frozenset(feeders)
 
 
 def _tokens(op: dict, params: dict) -> int:
@@ -352,9 +362,8 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
         t = plan.coefficient if plan.coefficient >= 0 else -plan.coefficient - 1
         prep_recv = np.bincount(tile, weights=rows * cols * DTYPE_BYTES[tensors[t]["dtype"]],
                                 minlength=tiles).astype(np.int64)
-        busiest = prep_recv.max(initial=0)
-        est["exchange"] += int(phase_exchange_cycles(busiest, np.ceil(busiest / (
-            target.packet_max_words * target.word_bytes)) + 1, target))
+        busiest = prep_recv.max(initial=0)   # its owners' receives: one cutover per remote source piece
+        est["exchange"] += int(phase_exchange_cycles(busiest, max(plan.prep_sources, 1), target))
         prep = (np.bincount(tile, weights=rearrange_cycles(plan.prep_kernel, rows, cols, target)).max(initial=0)
                 if plan.prep_kernel else 0)
         est["compute"] = {cls: cyc + int(prep) for cls, cyc in est["compute"].items()}
