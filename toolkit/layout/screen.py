@@ -6,7 +6,9 @@ wave of a linear op runs one cell per tile (or ``ceil(cells / tiles)`` when
 the grid folds), so the slowest tile is the tile with the largest cell.
 Attention and stream ops depend only on the row block; their estimates come
 from the actual op plans, built once per row block. Estimates are cached per
-(op, deciding parameters) across candidates.
+(op, deciding parameters) across candidates; a linear op's by its signature
+(:func:`~toolkit.layout.gemm_screen.linear_signature`) in a part of the cache
+the graph variants share.
 
 Exchange is screened as an upper bound: every operand panel that is not read
 in place is counted as received over the link; the beam is refined with the
@@ -36,7 +38,14 @@ from toolkit.layout.cost import (
     vector_cycles,
     weight_read_class,
 )
-from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
+from toolkit.layout.gemm_screen import (
+    after_gemm,
+    casts_input,
+    casts_output,
+    gemm_estimate,
+    linear_signature,
+    runs_in_place,
+)
 from toolkit.layout.layout import Layout, segmented_bounds
 from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph, unpack_chunks
 from toolkit.layout.reduction import staged_sender_pieces
@@ -45,6 +54,8 @@ from toolkit.target import Target
 
 PHASE_CODE_BYTES = 48   # generated supervisor code per distinct phase body per tile (screen estimate)
 RUN_ENTRY_BYTES = 16    # one run-table entry per wave: waves of one op loop over one code body
+#: the key of a screen cache's shared part (:func:`_shared`)
+SHARED = "shared"
 
 
 def region1_bytes(target: Target) -> int:
@@ -154,11 +165,16 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
     lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
     if _is_linear(op, tensors):
         gemm = p.plan_of(op["name"])
-        key = (op["op_id"], *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
-        if key not in cache:
-            cache[key] = (_linear(op, tensors, reps, params, p, target, tiles, cache) if gemm is None
-                          else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
-        return cache[key]
+        sig = cache.get(("signature", op["op_id"]))
+        if sig is None:   # linears of equal signatures share their estimates (Q, K and V; both QKV forms)
+            sig = cache[("signature", op["op_id"])] = (linear_signature(op, tensors, reps), int(params["batch"]))
+        shared = _shared(cache)
+        key = (sig, *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
+        e = shared.get(key)
+        if e is None:
+            e = shared[key] = (_linear(op, tensors, reps, params, p, target, tiles, shared) if gemm is None
+                               else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
+        return e
     src = producer.get(op["inputs"][0])
     if runs_in_place(op, src):
         gemm = p.plan_of(src["name"])
@@ -167,8 +183,10 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else after_gemm(op, src, gemm, tensors, target, tiles))
         return cache[key]
-    names = cache.setdefault(("products", p.fused_qkv), {o["name"] for o in cache[("ops", p.fused_qkv)]
-                                                         if o["rule"] in ("scores", "values")})
+    names = cache.get(("products", p.fused_qkv))
+    if names is None:
+        names = cache[("products", p.fused_qkv)] = {o["name"] for o in cache[("ops", p.fused_qkv)]
+                                                    if o["rule"] in ("scores", "values")}
     products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
@@ -188,6 +206,15 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
             cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
         cache[key] = cache[by_plan]
     return cache[key]
+
+
+def _shared(cache: dict) -> dict:
+    """The part of a screen cache whose keys name no op id (linear estimates by signature, AMP cycles by cell
+    geometry): the search hands the same one to the caches of every graph variant."""
+    shared = cache.get(SHARED)
+    if shared is None:
+        shared = cache[SHARED] = {}
+    return shared
 
 
 def _tokens(op: dict, params: dict) -> int:

@@ -41,7 +41,7 @@ from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
-from toolkit.layout.screen import DTYPE_BYTES, screen
+from toolkit.layout.screen import DTYPE_BYTES, SHARED, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
 
@@ -180,9 +180,10 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                          **by_class[cls],
                          **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
 
+    shared: dict = {}   # linear estimates by signature: the QKV forms share their projections and MLP
     for fused, g in graphs.items():
         ops, tensors, reps = prepared[fused]
-        cache: dict = {("ops", fused): ops}
+        cache: dict = {("ops", fused): ops, SHARED: shared}
         bases = []
         for base, sw in itertools.product(_enumerate(g, options, tiles), stores):
             p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
