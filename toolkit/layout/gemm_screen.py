@@ -53,6 +53,11 @@ def linear_signature(op: dict, tensors: dict, reps: dict) -> tuple:
             reps.get(op["block"], 1), out["dtype"])
 
 
+def in_place_signature(op: dict, tensors: dict) -> tuple:
+    """Everything :func:`in_place_cycles` reads of an op in place on a linear op's output."""
+    return op["kind"], tensors[op["output"]]["dtype"]
+
+
 def casts_input(op: dict, tensors: dict) -> bool:
     """An FP8 linear whose left operand arrives as FP16 casts it on every tile (a late cast)."""
     return PRECISION[tensors[op["inputs"][1]]["dtype"]] == "f8" and tensors[op["inputs"][0]]["dtype"] == "f16"
@@ -195,4 +200,4 @@ def after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: 
 
 
 __all__ = ["IN_PLACE_KINDS", "after_gemm", "casts_input", "casts_output", "gemm_estimate", "gemm_estimates",
-           "in_place_cycles", "linear_signature", "runs_in_place"]
+           "in_place_cycles", "in_place_signature", "linear_signature", "runs_in_place"]

@@ -181,6 +181,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                          **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
 
     shared: dict = {}   # linear estimates by signature: the QKV forms share their projections and MLP
+    screened: dict = {}   # per-op GEMM plans by signature, likewise
     for fused, g in graphs.items():
         ops, tensors, reps = prepared[fused]
         cache: dict = {("ops", fused): ops, SHARED: shared}
@@ -191,7 +192,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             add(p, g, cache)
             bases.append(p)
         if searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
-            chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
+            chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused],
+                                          screened)
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
             seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
             grids = attention_grids(ops, g.params, tiles, dict(pins[fused]), options.row_block,
