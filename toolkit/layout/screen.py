@@ -74,14 +74,19 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     compute = dict.fromkeys(classes, 0)
     exchange = syncs = launches = phases = bodies = 0
     panels: list[tuple[int, int]] = []   # per op: its largest operand panel and its gathered weight block
-    weights = np.zeros(tiles, dtype=np.int64)
-    inter = np.zeros(tiles, dtype=np.int64)
     transient = np.zeros(tiles, dtype=np.int64)
     live_out: dict[int, np.ndarray] = {}
     producer: dict[int, dict] = {}
     kernels = {"copy"}
+    names = cache.get(("products", p.fused_qkv))
+    if names is None:
+        names = cache[("products", p.fused_qkv)] = {o["name"] for o in cache[("ops", p.fused_qkv)]
+                                                    if o["rule"] in ("scores", "values")}
+    products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
+    by_grid: tuple[list[dict], list[dict]] = ([], [])   # the estimates that follow the row block alone, and the
+                                                         # ones that follow the linear grid or plans
     for op in ops:
-        e = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache)
+        e, on_grid = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache, products)
         producer[op["output"]] = op
         kernels.add(e["kernel"])
         times = reps.get(op["block"], 1)   # a repeated region's op runs once per instance, the rest once
@@ -93,21 +98,26 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         phases += e["phases"]
         panels.append((e["panel"], e.get("gather", 0)))
         bodies += 3
-        weights += e["weights"]
-        inter += e["inter"]
-        inputs = [live_out[t] for t in op["inputs"] if t in live_out]
-        op_bytes = e["out"] + e["recv"]
-        for b in inputs:
-            op_bytes = op_bytes + b
+        by_grid[on_grid].append(e)
+        op_bytes = _memo(cache, "own", e, _own_bytes)
+        for t in op["inputs"]:
+            if t in live_out:
+                op_bytes = op_bytes + live_out[t]
         live_out[op["output"]] = e["out"]
         np.maximum(transient, op_bytes, out=transient)
+    # resident bytes summed once per set of estimates: few row-block sets and grids recur in many candidates
+    zero = np.zeros(tiles, dtype=np.int64)
+    (w_row, i_row), (w_grid, i_grid) = (_memo(cache, "resident", tuple(es), lambda es: _resident(es, zero))
+                                        for es in by_grid)
+    weights, inter = w_row + w_grid, i_row + i_grid
     code = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES
     support = code + phases * RUN_ENTRY_BYTES
     staging = target.staging_window_bytes if exchange else 0
     peak = weights + transient + support + staging
     capacity = target.load_limit - target.memory_start
     reasons = []
-    if peak.max() > capacity:
+    top = int(peak.max())
+    if top > capacity:
         t = int(peak.argmax())
         reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
                        f"support {support + staging:,}) > capacity {capacity:,} B")
@@ -116,18 +126,18 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     busy = weights + transient > 0
     common = {
         "tiles_used": int(busy.sum()), "est_exchange_cycles": exchange, "est_sync_cycles": sync_cycles,
-        "launches": launches, "peak_live_bytes": int(peak.max()), "weight_bytes": int(weights.max()),
+        "launches": launches, "peak_live_bytes": top, "weight_bytes": int(weights.max()),
         "support_bytes": int(support + staging),
     }
     out = {}
+    r1 = region1_bytes(target)
     for cls in classes:
         why = list(reasons)
         peak_inter = int(inter.max()) if cls == "interleaved" else 0
-        if peak_inter > region1_bytes(target):
+        if peak_inter > r1:
             t = int(inter.argmax())
-            why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
-                       f"{region1_bytes(target):,} B")
-        panel, room = _worst_panel(panels, r0, region1_bytes(target) - peak_inter, cls == "interleaved")
+            why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity {r1:,} B")
+        panel, room = _worst_panel(panels, r0, r1 - peak_inter, cls == "interleaved")
         if panel > room:
             why.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
                        f"code and the interleaved weights); raise inner_split or lower row_block")
@@ -156,38 +166,55 @@ def _worst_panel(panels: list[tuple[int, int]], r0_free: int, r1_free: int, inte
     return worst
 
 
+def _memo(cache: dict, what: str, of: dict | tuple[dict, ...], value) -> np.ndarray | tuple:
+    """``value(of)`` computed once per estimate (or tuple of them) by identity: every estimate lives in ``cache``
+    for as long as the cache does, so its id names it."""
+    key = (what, id(of)) if isinstance(of, dict) else (what, *map(id, of))
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = value(of)
+    return out
+
+
+def _own_bytes(e: dict) -> np.ndarray:
+    """Per-tile bytes an op holds while it runs besides its inputs: its output and what it receives."""
+    return e["out"] + e["recv"]
+
+
+def _resident(es: tuple[dict, ...], zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-tile weight bytes of some ops' estimates, and the part that goes interleaved."""
+    weights, inter = (sum((e[k] for e in es), zero) for k in ("weights", "inter"))
+    return weights, inter
+
+
 def _is_linear(op: dict, tensors: dict) -> bool:
     return op["rule"] == "linear"
 
 
 def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
-              producer: dict, cache: dict) -> dict:
-    lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
+              producer: dict, cache: dict, products: tuple) -> tuple[dict, bool]:
+    """The estimate of ``op`` under ``p``, and whether it follows the linear grid or plans (else the row block
+    alone). ``products``: the attention product grids of ``p.plans``."""
     if _is_linear(op, tensors):
         gemm = p.plan_of(op["name"])
         sig = cache.get(("signature", op["op_id"]))
         if sig is None:   # linears of equal signatures share their estimates (Q, K and V; both QKV forms)
             sig = cache[("signature", op["op_id"])] = (linear_signature(op, tensors, reps), int(params["batch"]))
         shared = _shared(cache)
-        key = (sig, *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
+        key = (sig, *(_grid_key(p) if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
         e = shared.get(key)
         if e is None:
             e = shared[key] = (_linear(op, tensors, reps, params, p, target, tiles, shared) if gemm is None
                                else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
-        return e
+        return e, True
     src = producer.get(op["inputs"][0])
     if runs_in_place(op, src):
         gemm = p.plan_of(src["name"])
-        key = (op["op_id"], "after", *(lin_key if gemm is None else ("gemm", gemm)))
+        key = (op["op_id"], "after", *(_grid_key(p) if gemm is None else ("gemm", gemm)))
         if key not in cache:
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else after_gemm(op, src, gemm, tensors, target, tiles))
-        return cache[key]
-    names = cache.get(("products", p.fused_qkv))
-    if names is None:
-        names = cache[("products", p.fused_qkv)] = {o["name"] for o in cache[("ops", p.fused_qkv)]
-                                                    if o["rule"] in ("scores", "values")}
-    products = tuple((n, g) for n, g in p.plans if n in names)   # attention product grids
+        return cache[key], True
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
     if key not in cache:
@@ -205,7 +232,12 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         if by_plan not in cache:   # equal plan keys are equal plans: a LayerNorm's estimate ignores the grids
             cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
         cache[key] = cache[by_plan]
-    return cache[key]
+    return cache[key], False
+
+
+def _grid_key(p: LayoutParams) -> tuple:
+    """The knobs of the layout's global linear grid."""
+    return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
 
 
 def _shared(cache: dict) -> dict:
@@ -262,8 +294,8 @@ def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, 
         red = rows_w * oc * PARTIAL_BYTES[p.partials] * grid.n_s * per_tile
         red_buf = int(red.max())
         exchange += int(phase_exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
-        for cls in WEIGHT_CLASSES:
-            compute[cls] += int((reduce_cycles(rows_w * oc, grid.n_s, target, p.partials) * per_tile).sum())
+        reduce = int((reduce_cycles(rows_w * oc, grid.n_s, target, p.partials) * per_tile).sum())
+        compute = {cls: cyc + reduce for cls, cyc in compute.items()}
         syncs += n_w
         phases += 3 * n_w
         launches += n_w
