@@ -8,7 +8,9 @@ Attention and stream ops depend only on the row block; their estimates come
 from the actual op plans, built once per row block. Estimates are cached per
 (op, deciding parameters) across candidates; a linear op's by its signature
 (:func:`~toolkit.layout.gemm_screen.linear_signature`) in a part of the cache
-the graph variants share.
+the graph variants share; :func:`prime` fills that part for every grid
+candidate at once, the kernel and exchange rules vectorized over every wave of
+every grid.
 
 Exchange is screened as an upper bound: every operand panel that is not read
 in place is counted as received over the link; the beam is refined with the
@@ -197,14 +199,12 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
     alone). ``products``: the attention product grids of ``p.plans``."""
     if _is_linear(op, tensors):
         gemm = p.plan_of(op["name"])
-        sig = cache.get(("signature", op["op_id"]))
-        if sig is None:   # linears of equal signatures share their estimates (Q, K and V; both QKV forms)
-            sig = cache[("signature", op["op_id"])] = (linear_signature(op, tensors, reps), int(params["batch"]))
         shared = _shared(cache)
-        key = (sig, *(_grid_key(p) if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
+        key = (_signature(op, tensors, reps, params, cache),
+               *(_grid_key(p) if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
         e = shared.get(key)
         if e is None:
-            e = shared[key] = (_linear(op, tensors, reps, params, p, target, tiles, shared) if gemm is None
+            e = shared[key] = (_linear(op, tensors, reps, params, [p], target, tiles)[0] if gemm is None
                                else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
         return e, True
     src = producer.get(op["inputs"][0])
@@ -235,14 +235,23 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
     return cache[key], False
 
 
+def _signature(op: dict, tensors: dict, reps: dict, params: dict, cache: dict) -> tuple:
+    """A linear op's signature and the batch: linears of equal ones share their estimates (Q, K and V; both QKV
+    forms)."""
+    sig = cache.get(("signature", op["op_id"]))
+    if sig is None:
+        sig = cache[("signature", op["op_id"])] = (linear_signature(op, tensors, reps), int(params["batch"]))
+    return sig
+
+
 def _grid_key(p: LayoutParams) -> tuple:
     """The knobs of the layout's global linear grid."""
     return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
 
 
 def _shared(cache: dict) -> dict:
-    """The part of a screen cache whose keys name no op id (linear estimates by signature, AMP cycles by cell
-    geometry): the search hands the same one to the caches of every graph variant."""
+    """The part of a screen cache whose keys name no op id (linear estimates by signature): the search hands the
+    same one to the caches of every graph variant."""
     shared = cache.get(SHARED)
     if shared is None:
         shared = cache[SHARED] = {}
@@ -262,58 +271,102 @@ def _waves(params: dict, p: LayoutParams, shard: int, tokens: int) -> tuple[np.n
     return np.maximum.reduceat(sizes, starts), n_w
 
 
-def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
-            cache: dict) -> dict:
-    n_r = len(segmented_bounds(int(params["batch"]), _tokens(op, params), p.row_block)) - 1
-    grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
-    rows_w, n_w = _waves(params, p, grid.shard, _tokens(op, params))
-    per_tile = grid.max_chunks_per_tile(tiles)
-    cb, ib = min(grid.col_block, op["cols"]), min(grid.inner_block, op["inner"])
-    split = grid.n_s > 1
+def prime(ops: list[dict], tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+          tiles: int, cache: dict) -> None:
+    """Estimate every linear op on the global grid of every layout in ``ps`` in one vectorized pass per op, into
+    ``cache``, where :func:`screen` then finds them (the search primes its grid candidates)."""
+    shared = _shared(cache)
+    for op in ops:
+        if not _is_linear(op, tensors):
+            continue
+        sig = _signature(op, tensors, reps, params, cache)
+        todo = {}
+        for p in ps:
+            key = (sig, *_grid_key(p))
+            if p.plan_of(op["name"]) is None and key not in shared:
+                todo.setdefault(key, p)
+        shared.update(zip(todo, _linear(op, tensors, reps, params, list(todo.values()), target, tiles), strict=True))
+
+
+def _linear(op: dict, tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+            tiles: int) -> list[dict]:
+    """The estimate of linear ``op`` on the global grid of each layout in ``ps``: the grid arithmetic per layout,
+    the kernel and exchange rules at once over every wave of every layout."""
+    groups: dict[tuple, list[int]] = {}   # the AMP call depth and the partials' dtype are scalars of the rules
+    for i, p in enumerate(ps):
+        groups.setdefault((p.inner_block, p.partials), []).append(i)
+    out: list[dict] = [{}] * len(ps)
+    for (inner_block, partials), idx in groups.items():
+        for i, e in zip(idx, _linear_grids(op, tensors, reps, params, [ps[i] for i in idx], target, tiles,
+                                           inner_block, partials), strict=True):
+            out[i] = e
+    return out
+
+
+def _linear_grids(op: dict, tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+                  tiles: int, inner_block: int | None, partials: str) -> list[dict]:
+    tokens = _tokens(op, params)
+    n_r = [len(segmented_bounds(int(params["batch"]), tokens, p.row_block)) - 1 for p in ps]
+    grids = [linear_grid(n, op["cols"], op["inner"], p, tiles) for n, p in zip(n_r, ps, strict=True)]
+    waves = [_waves(params, p, g.shard, tokens)[0] for p, g in zip(ps, grids, strict=True)]
+    n_w = np.array([len(w) for w in waves])
+    starts = np.r_[0, np.cumsum(n_w)[:-1]]
+
+    def per_wave(values: list) -> np.ndarray:
+        return np.repeat(np.array(values), n_w)
+
+    rows_w = np.concatenate(waves)
+    per_tile = np.array([g.max_chunks_per_tile(tiles) for g in grids])
+    cb = np.array([min(g.col_block, op["cols"]) for g in grids])
+    ib = np.array([min(g.inner_block, op["inner"]) for g in grids])
+    n_s = np.array([g.n_s for g in grids])
+    oc = np.array([g.out_cols(op["cols"]) for g in grids])   # output columns per tile (a reduce-scatter slice)
+    split = n_s > 1
+    tile_w, ib_w, oc_w, n_s_w = (per_wave(v) for v in (per_tile, ib, oc, n_s))
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
-    partials = p.partials if split else "f16"
-    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, casts_input(op, tensors))
-    if amp_key not in cache:   # cells of equal geometry recur across shards and splits
-        classes = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
-        cache[amp_key] = amp_cycles(rows_w, cb, ib, target, weight_class=classes, dtype=precision,
-                                    partials=partials, inner_block=p.inner_block, cast=casts_input(op, tensors))
-    cyc, _, launch, _ = cache[amp_key]
-    compute = {cls: int((cyc[i] * per_tile).sum()) for i, cls in enumerate(WEIGHT_CLASSES)}
+    classes = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
+    cyc, _, launch, _ = amp_cycles(rows_w, per_wave(cb), ib_w, target, weight_class=classes, dtype=precision,
+                                   partials=np.where(n_s_w > 1, partials, "f16"), inner_block=inner_block,
+                                   cast=casts_input(op, tensors))
+    compute = np.add.reduceat(cyc * tile_w, starts, axis=1)
     a = tensors[op["inputs"][0]]
-    recv_w = rows_w * ib * DTYPE_BYTES[a["dtype"]] * per_tile
+    recv_w = rows_w * ib_w * DTYPE_BYTES[a["dtype"]] * tile_w
     frag = np.ceil(recv_w / (target.packet_max_words * target.word_bytes)) + 1
-    exchange = int(phase_exchange_cycles(recv_w, frag, target).sum())
+    exchange = np.add.reduceat(phase_exchange_cycles(recv_w, frag, target), starts)
     syncs, phases = n_w, 3 * n_w
     if a["role"] == "input" and a.get("host_layout") and reps.get(op["block"], 1) == 1:
-        exchange, syncs, phases = 0, 0, n_w   # the host wrote it in this op's panels: nothing received (the panels
-                                              # still occupy the tiles); a repeat's later instances receive it
-    launches = int((launch * per_tile).sum())
-    oc = grid.out_cols(op["cols"])   # output columns per tile (a reduce-scatter slice when inner-split)
-    red_buf = 0
-    if split:  # reduce-scatter: every tile of a panel receives the S partials of its column slice and sums them
-        red = rows_w * oc * PARTIAL_BYTES[p.partials] * grid.n_s * per_tile
-        red_buf = int(red.max())
-        exchange += int(phase_exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
-        reduce = int((reduce_cycles(rows_w * oc, grid.n_s, target, p.partials) * per_tile).sum())
-        compute = {cls: cyc + reduce for cls, cyc in compute.items()}
-        syncs += n_w
-        phases += 3 * n_w
-        launches += n_w
+        exchange, syncs, phases = 0 * n_w, 0 * n_w, n_w   # the host wrote it in this op's panels: nothing received
+                                                          # (the panels still occupy the tiles); a repeat's later
+                                                          # instances receive it
+    launches = launch[starts] * per_tile
+    # reduce-scatter (inner splits): every tile of a panel receives the S partials of its column slice, sums them
+    red = rows_w * oc_w * PARTIAL_BYTES[partials] * n_s_w * tile_w
+    red_buf = np.where(split, np.maximum.reduceat(red, starts), 0)
+    exchange = exchange + np.where(split, np.add.reduceat(phase_exchange_cycles(red, n_s_w, target), starts), 0)
+    reduce = np.add.reduceat(reduce_cycles(rows_w * oc_w, n_s_w, target, partials) * tile_w, starts)
+    compute = compute + np.where(split, reduce, 0)
+    syncs, phases, launches = syncs + split * n_w, phases + split * 3 * n_w, launches + split * n_w
+    recv = np.maximum.reduceat(recv_w, starts) + red_buf
+    panel = np.maximum.reduceat(rows_w, starts) * ib * DTYPE_BYTES[a["dtype"]]
     w = tensors[op["inputs"][1]]
     rep = reps.get(op["block"], 1) if w["per_instance"] else 1
     wbytes = ib * cb * DTYPE_BYTES[w["dtype"]] * rep * per_tile
-    bias = cb * 2 * rep * per_tile if len(op["inputs"]) > 2 else 0   # a linear without a bias has no bias tensor
+    bias = cb * 2 * rep * per_tile if len(op["inputs"]) > 2 else 0 * cb   # a linear without a bias has no bias
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
-    used = min(tiles, grid.shard * grid.n_p * grid.n_s)
-    mask = np.arange(tiles) < used
-    out = int(math.ceil(n_r / grid.shard) * p.row_block * oc * out_b * per_tile)
-    return {
-        "kernel": amp_kernel(precision, p.partials if split else None), "compute": compute, "exchange": exchange,
-        "syncs": syncs, "phases": phases, "launches": launches,
-        "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
-        "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()) + red_buf, 0),
-        "panel": int(rows_w.max() * ib * DTYPE_BYTES[a["dtype"]]),
-    }
+    tile = np.arange(tiles)
+    out = []
+    for i, (p, g) in enumerate(zip(ps, grids, strict=True)):
+        mask = tile < min(tiles, g.shard * g.n_p * g.n_s)
+        out_bytes = int(math.ceil(n_r[i] / g.shard) * p.row_block * int(oc[i]) * out_b * int(per_tile[i]))
+        out.append({
+            "kernel": amp_kernel(precision, partials if split[i] else None),
+            "compute": {cls: int(compute[c, i]) for c, cls in enumerate(WEIGHT_CLASSES)},
+            "exchange": int(exchange[i]), "syncs": int(syncs[i]), "phases": int(phases[i]),
+            "launches": int(launches[i]),
+            "weights": np.where(mask, int(wbytes[i] + bias[i]), 0), "inter": np.where(mask, int(wbytes[i]), 0),
+            "out": np.where(mask, out_bytes, 0), "recv": np.where(mask, int(recv[i]), 0), "panel": int(panel[i]),
+        })
+    return out
 
 
 def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutParams, target: Target,

@@ -41,7 +41,7 @@ from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
-from toolkit.layout.screen import DTYPE_BYTES, SHARED, screen
+from toolkit.layout.screen import DTYPE_BYTES, SHARED, prime, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
 
@@ -184,12 +184,12 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     for fused, g in graphs.items():
         ops, tensors, reps = prepared[fused]
         cache: dict = {("ops", fused): ops, SHARED: shared}
-        bases = []
-        for base, sw in itertools.product(_enumerate(g, options, tiles), stores):
-            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
-                                "stream_weights": sw, "qk_preparation": options.qk_preparation})
+        bases = [LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
+                                 "stream_weights": sw, "qk_preparation": options.qk_preparation})
+                 for base, sw in itertools.product(_enumerate(g, options, tiles), stores)]
+        prime(ops, tensors, reps, g.params, bases, target, tiles, cache)   # their linears on the grid, at once
+        for p in bases:
             add(p, g, cache)
-            bases.append(p)
         if searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
             chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused],
                                           screened)
