@@ -43,6 +43,21 @@ def in_place_cycles(op: dict, tensors: dict, out_rows, out_cols, chunks, target:
                                               out_cast=casts_output(op, tensors))
 
 
+def linear_signature(op: dict, tensors: dict, reps: dict) -> tuple:
+    """Everything the screens read of a linear op: its kind and shape, its operands' and result's dtypes and
+    roles, and the instances of its block. Linear ops with equal signatures (Q, K and V of one attention) have
+    equal estimates under every layout and plan, so one estimate serves them all."""
+    a, w, out = (tensors[t] for t in (op["inputs"][0], op["inputs"][1], op["output"]))
+    return (op["kind"], op["rule"], op["rows"], op["cols"], op["inner"], op["groups"], len(op["inputs"]),
+            a["dtype"], a["role"], bool(a.get("host_layout")), w["dtype"], w["per_instance"],
+            reps.get(op["block"], 1), out["dtype"])
+
+
+def in_place_signature(op: dict, tensors: dict) -> tuple:
+    """Everything :func:`in_place_cycles` reads of an op in place on a linear op's output."""
+    return op["kind"], tensors[op["output"]]["dtype"]
+
+
 def casts_input(op: dict, tensors: dict) -> bool:
     """An FP8 linear whose left operand arrives as FP16 casts it on every tile (a late cast)."""
     return PRECISION[tensors[op["inputs"][1]]["dtype"]] == "f8" and tensors[op["inputs"][0]]["dtype"] == "f16"
@@ -185,4 +200,4 @@ def after_gemm(op: dict, src: dict, gemm, tensors: dict, target: Target, tiles: 
 
 
 __all__ = ["IN_PLACE_KINDS", "after_gemm", "casts_input", "casts_output", "gemm_estimate", "gemm_estimates",
-           "in_place_cycles", "runs_in_place"]
+           "in_place_cycles", "in_place_signature", "linear_signature", "runs_in_place"]

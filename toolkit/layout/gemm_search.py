@@ -26,7 +26,13 @@ from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
 from toolkit.layout.constraints import constraint_plan, read_constraint
 from toolkit.layout.gemm import GemmPlan, parse_plan
-from toolkit.layout.gemm_screen import gemm_estimates, in_place_cycles, runs_in_place
+from toolkit.layout.gemm_screen import (
+    gemm_estimates,
+    in_place_cycles,
+    in_place_signature,
+    linear_signature,
+    runs_in_place,
+)
 from toolkit.layout.ipu_stack import PRODUCT_MODES, normalize_memory, resolve_number
 from toolkit.layout.screen import region0_free_bytes, region1_bytes
 from toolkit.options import CONSTRAINT_KEY, Options
@@ -271,7 +277,8 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
     plans = dict(plans)
     gathered = plans.pop("gathered").astype(bool)
     swapped = plans.pop("swapped", np.zeros(len(gathered), dtype=np.int64)).astype(bool)
-    memory = plans.pop("memory", np.full(len(gathered), ""))
+    given = plans.pop("memory", None)   # the plans' own memory classes (none: "" each)
+    memory = np.full(len(gathered), "") if given is None else given
     e = gemm_estimates(op, tensors, reps, plans["m"], plans["n"], plans["k"], plans["result_rows"],
                        plans["result_cols"], partials, inner_block, target, tiles, gathered, plans["staging"],
                        swapped)
@@ -282,16 +289,23 @@ def _estimates(op: dict, tensors: dict, reps: dict, target: Target, tiles: int, 
     in_place = sum((in_place_cycles(f, tensors, e["out_rows"], e["out_cols"], e["chunks"], target)
                     for f in followers), np.zeros(len(compute), dtype=np.int64))
     total = compute + e["exchange"] + sync
+    # words as polars expressions: numpy string columns convert to polars element by element
     return pl.DataFrame({
-        "op": op["name"], **plans, "gathered": gathered, "weights": np.where(gathered, "gathered", "resident"),
+        "op": op["name"], **plans, "gathered": gathered, "swapped": swapped,
         "order": "columns",   # the screen prices endpoint loads, not distance: tile orders are pinned, not searched
-        "memory": memory, "orientation": np.where(swapped, "swapped", "normal"),
+        "memory": "" if given is None else given,
         "tiles_used": e["tiles_used"], "est_compute_cycles": compute, "est_exchange_cycles": e["exchange"],
         "est_sync_cycles": sync, "est_cycles": total, "est_in_place_cycles": in_place,
         "est_chain_cycles": total + in_place,
         "weight_bytes": e["weight_bytes"] + e["bias_bytes"], "transient_bytes": e["recv_bytes"] + e["out_bytes"],
         "panel_bytes": e["panel_bytes"], "gather_bytes": e["gather_bytes"],
-    })
+    }).with_columns(_word("gathered", "gathered", "resident").alias("weights"),
+                    _word("swapped", "swapped", "normal").alias("orientation"))
+
+
+def _word(flag: str, yes: str, no: str) -> pl.Expr:
+    """``yes`` where boolean column ``flag`` holds, else ``no`` (a frame of no plans has a null-typed column)."""
+    return pl.when(pl.col(flag).cast(pl.Boolean)).then(pl.lit(yes)).otherwise(pl.lit(no))
 
 
 def _fits(room: int) -> tuple[pl.Expr, pl.Expr]:
@@ -396,11 +410,16 @@ def _check_product_pins(scores: list[dict], values: list[dict], pinned: dict, mo
 
 
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
-                weight_class: str, pins: tuple) -> tuple[list[tuple], pl.DataFrame]:
+                weight_class: str, pins: tuple, memo: dict | None = None) -> tuple[list[tuple], pl.DataFrame]:
     """The chains of per-op plans offered to the whole-graph screen (:func:`toolkit.layout.chains.choose_chains`)
-    and the per-op frame: every plan of every unpinned linear op, plus the pinned plans' own rows."""
+    and the per-op frame: every plan of every unpinned linear op, plus the pinned plans' own rows.
+
+    ``memo`` (a dict the caller keeps across the graph variants of one search, on one target) holds every op's
+    screened plans by the op's signature and its followers': ops with equal ones (Q, K and V; the MLP in both
+    QKV forms) are screened once."""
     pinned = dict(pins)
     room = target.load_limit - target.memory_start - RESERVE_BYTES
+    memo = {} if memo is None else memo
     frames = {}
     for op in linear_ops(ops, tensors):
         followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
@@ -413,7 +432,11 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
             est = _estimates(*args, followers, given)
             frames[op["name"]] = _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
             continue
-        frames[op["name"]] = op_candidates(*args, o.row_block, followers)
+        key = (linear_signature(op, tensors, reps), tuple(in_place_signature(f, tensors) for f in followers), tiles,
+               o.partials, o.inner_block, weight_class, o.row_block)
+        if key not in memo:
+            memo[key] = op_candidates(*args, o.row_block, followers)
+        frames[op["name"]] = memo[key].with_columns(pl.lit(op["name"]).alias("op"))
     # an op without an enumerable plan (a pinned row block needing more row partitions than the tiles) follows
     # the layout's global grid, which runs its row blocks in waves
     frames = {name: f for name, f in frames.items() if f.height}

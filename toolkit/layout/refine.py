@@ -16,7 +16,6 @@ import polars as pl
 
 from toolkit.costs import copies_cycles
 from toolkit.errors import InvalidIRError
-from toolkit.layout._kernels import count_routes
 from toolkit.layout.cost import DTYPE_BYTES, PARTIAL_BYTES, phase_exchange_cycles, reduce_cycles
 from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
@@ -206,17 +205,49 @@ def _staged(plan: OpPlan, tiles: int, target: Target, partials: str) -> tuple[in
 
 def _count(src: Layout, need: Layout, waves: np.ndarray, nbytes: int, tiles: int, send: np.ndarray,
            recv: np.ndarray, frags: np.ndarray, sends: np.ndarray, copies: np.ndarray, copy_bytes: np.ndarray) -> None:
-    """Add the pieces ``route(src, need)`` would give to the per (wave, tile) counters, without building them."""
+    """Add the pieces ``route(src, need)`` would give to the per (wave, tile) counters, without building its table.
+
+    A piece is a product of the per-dimension chunk overlaps, received by every destination replica (a slot
+    with no tile or no cell takes none). A piece on its own tile is a local copy (counted in ``copies`` and
+    ``copy_bytes``, priced by ``toolkit.costs.copies_cycles``); a remote piece is received once per destination
+    replica and sent once, in the wave of its first remote replica (a multicast leaves its source once).
+    """
     if src.shape != need.shape:
         msg = f"cannot route between layouts of shapes {src.shape} and {need.shape}"
         raise InvalidIRError(msg)
     (gs, gd, g0, g1), (rs, rd, r0, r1), (cs, cd, c0, c1) = (
         chunk_overlaps(a, b) for a, b in zip(src.bounds, need.bounds, strict=True))
-    count_routes(gs, gd, g1 - g0, rs, rd, r1 - r0, cs, cd, c1 - c0, np.asarray(src.counts, dtype=np.int64),
-                 np.asarray(need.counts, dtype=np.int64), src.tiles.reshape(-1, src.replicas)[:, 0].astype(np.int64),
-                 need.tiles.reshape(-1, need.replicas).astype(np.int64),
-                 need.cells.reshape(-1, need.replicas).astype(np.int64), waves.astype(np.int64), nbytes,
-                 send, recv, frags, sends, copies, copy_bytes)
+    (_, snr, snc), (_, dnr, dnc) = src.counts, need.counts
+
+    def pieces(g: np.ndarray, r: np.ndarray, c: np.ndarray, nr: int, nc: int) -> np.ndarray:
+        return ((g[:, None] * nr + r[None, :]).reshape(-1, 1) * nc + c[None, :]).ravel()
+
+    src_tile = src.tiles.reshape(-1, src.replicas)[:, 0].astype(np.int64)[pieces(gs, rs, cs, snr, snc)]
+    dst = pieces(gd, rd, cd, dnr, dnc)
+    tile = need.tiles.reshape(-1, need.replicas).astype(np.int64)[dst]          # (piece, replica)
+    cell = need.cells.reshape(-1, need.replicas).astype(np.int64)[dst]
+    g, r, c = ((hi - lo).astype(np.int64) for lo, hi in ((g0, g1), (r0, r1), (c0, c1)))
+    size = np.broadcast_to(((g[:, None] * r[None, :]).reshape(-1, 1) * c[None, :]).reshape(-1, 1) * nbytes,
+                           tile.shape)
+    ok = (tile >= 0) & (cell >= 0)
+    wave = np.zeros(tile.shape, dtype=np.int64)
+    wave[ok] = waves[cell[ok]]
+    local = ok & (tile == src_tile[:, None])
+    remote = ok & ~local
+    first = remote & (np.cumsum(remote, axis=1) == 1)
+    sender = np.broadcast_to(src_tile[:, None], tile.shape)
+
+    def add(out: np.ndarray, where: np.ndarray, at: np.ndarray, weights: np.ndarray | None = None) -> None:
+        slot = (wave * tiles + at)[where]
+        out += np.bincount(slot, weights=None if weights is None else weights[where],
+                           minlength=out.size).astype(np.int64).reshape(out.shape)
+
+    add(copies, local, tile)
+    add(copy_bytes, local, tile, size)
+    add(recv, remote, tile, size)
+    add(frags, remote, tile)
+    add(send, first, sender, size)
+    add(sends, first, sender)
 
 
 __all__ = ["OpPlan", "refine", "refine_beam"]

@@ -6,7 +6,11 @@ wave of a linear op runs one cell per tile (or ``ceil(cells / tiles)`` when
 the grid folds), so the slowest tile is the tile with the largest cell.
 Attention and stream ops depend only on the row block; their estimates come
 from the actual op plans, built once per row block. Estimates are cached per
-(op, deciding parameters) across candidates.
+(op, deciding parameters) across candidates; a linear op's by its signature
+(:func:`~toolkit.layout.gemm_screen.linear_signature`) in a part of the cache
+the graph variants share; :func:`prime` fills that part for every grid
+candidate at once, the kernel and exchange rules vectorized over every wave of
+every grid.
 
 Exchange is screened as an upper bound: every operand panel that is not read
 in place is counted as received over the link; the beam is refined with the
@@ -36,7 +40,14 @@ from toolkit.layout.cost import (
     vector_cycles,
     weight_read_class,
 )
-from toolkit.layout.gemm_screen import after_gemm, casts_input, casts_output, gemm_estimate, runs_in_place
+from toolkit.layout.gemm_screen import (
+    after_gemm,
+    casts_input,
+    casts_output,
+    gemm_estimate,
+    linear_signature,
+    runs_in_place,
+)
 from toolkit.layout.layout import Layout, segmented_bounds
 from toolkit.layout.plans import LayoutParams, OpPlan, linear_grid, plan_graph, unpack_chunks
 from toolkit.layout.reduction import staged_sender_pieces
@@ -45,6 +56,8 @@ from toolkit.target import Target
 
 PHASE_CODE_BYTES = 48   # generated supervisor code per distinct phase body per tile (screen estimate)
 RUN_ENTRY_BYTES = 16    # one run-table entry per wave: waves of one op loop over one code body
+#: the key of a screen cache's shared part (:func:`_shared`)
+SHARED = "shared"
 
 
 def region1_bytes(target: Target) -> int:
@@ -63,14 +76,21 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     compute = dict.fromkeys(classes, 0)
     exchange = syncs = launches = phases = bodies = 0
     panels: list[tuple[int, int]] = []   # per op: its largest operand panel and its gathered weight block
-    weights = np.zeros(tiles, dtype=np.int64)
-    inter = np.zeros(tiles, dtype=np.int64)
     transient = np.zeros(tiles, dtype=np.int64)
     live_out: dict[int, np.ndarray] = {}
     producer: dict[int, dict] = {}
     kernels = {"copy"}
+    named = cache.get(("products", p.fused_qkv))
+    if named is None:
+        named = cache[("products", p.fused_qkv)] = _attention_names(cache[("ops", p.fused_qkv)])
+    names, feeders = named
+    # attention product grids, and the swapped projections feeding them (their operands are then prepared: the
+    # preparation reads the projection's own result layout)
+    products = tuple((n, g) for n, g in p.plans if n in names or (n in feeders and g.swapped))
+    by_grid: tuple[list[dict], list[dict]] = ([], [])   # the estimates that follow the row block alone, and the
+                                                         # ones that follow the linear grid or plans
     for op in ops:
-        e = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache)
+        e, on_grid = _estimate(op, tensors, reps, params, p, target, tiles, producer, cache, products)
         producer[op["output"]] = op
         kernels.add(e["kernel"])
         times = reps.get(op["block"], 1)   # a repeated region's op runs once per instance, the rest once
@@ -82,21 +102,26 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
         phases += e["phases"]
         panels.append((e["panel"], e.get("gather", 0)))
         bodies += 3
-        weights += e["weights"]
-        inter += e["inter"]
-        inputs = [live_out[t] for t in op["inputs"] if t in live_out]
-        op_bytes = e["out"] + e["recv"]
-        for b in inputs:
-            op_bytes = op_bytes + b
+        by_grid[on_grid].append(e)
+        op_bytes = _memo(cache, "own", e, _own_bytes)
+        for t in op["inputs"]:
+            if t in live_out:
+                op_bytes = op_bytes + live_out[t]
         live_out[op["output"]] = e["out"]
         np.maximum(transient, op_bytes, out=transient)
+    # resident bytes summed once per set of estimates: few row-block sets and grids recur in many candidates
+    zero = np.zeros(tiles, dtype=np.int64)
+    (w_row, i_row), (w_grid, i_grid) = (_memo(cache, "resident", tuple(es), lambda es: _resident(es, zero))
+                                        for es in by_grid)
+    weights, inter = w_row + w_grid, i_row + i_grid
     code = sum(target.code_bytes(k) for k in kernels) + bodies * PHASE_CODE_BYTES
     support = code + phases * RUN_ENTRY_BYTES
     staging = target.staging_window_bytes if exchange else 0
     peak = weights + transient + support + staging
     capacity = target.load_limit - target.memory_start
     reasons = []
-    if peak.max() > capacity:
+    top = int(peak.max())
+    if top > capacity:
         t = int(peak.argmax())
         reasons.append(f"tile {t} needs {peak[t]:,} B (weights {weights[t]:,}, transient {transient[t]:,}, "
                        f"support {support + staging:,}) > capacity {capacity:,} B")
@@ -105,18 +130,18 @@ def screen(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
     busy = weights + transient > 0
     common = {
         "tiles_used": int(busy.sum()), "est_exchange_cycles": exchange, "est_sync_cycles": sync_cycles,
-        "launches": launches, "peak_live_bytes": int(peak.max()), "weight_bytes": int(weights.max()),
+        "launches": launches, "peak_live_bytes": top, "weight_bytes": int(weights.max()),
         "support_bytes": int(support + staging),
     }
     out = {}
+    r1 = region1_bytes(target)
     for cls in classes:
         why = list(reasons)
         peak_inter = int(inter.max()) if cls == "interleaved" else 0
-        if peak_inter > region1_bytes(target):
+        if peak_inter > r1:
             t = int(inter.argmax())
-            why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity "
-                       f"{region1_bytes(target):,} B")
-        panel, room = _worst_panel(panels, r0, region1_bytes(target) - peak_inter, cls == "interleaved")
+            why.append(f"tile {t} interleaved weights {inter[t]:,} B > interleaved capacity {r1:,} B")
+        panel, room = _worst_panel(panels, r0, r1 - peak_inter, cls == "interleaved")
         if panel > room:
             why.append(f"an operand panel of {panel:,} B fits in no region (largest free: {room:,} B beside the "
                        f"code and the interleaved weights); raise inner_split or lower row_block")
@@ -145,32 +170,53 @@ def _worst_panel(panels: list[tuple[int, int]], r0_free: int, r1_free: int, inte
     return worst
 
 
+def _memo(cache: dict, what: str, of: dict | tuple[dict, ...], value) -> np.ndarray | tuple:
+    """``value(of)`` computed once per estimate (or tuple of them) by identity: every estimate lives in ``cache``
+    for as long as the cache does, so its id names it."""
+    key = (what, id(of)) if isinstance(of, dict) else (what, *map(id, of))
+    out = cache.get(key)
+    if out is None:
+        out = cache[key] = value(of)
+    return out
+
+
+def _own_bytes(e: dict) -> np.ndarray:
+    """Per-tile bytes an op holds while it runs besides its inputs: its output and what it receives."""
+    return e["out"] + e["recv"]
+
+
+def _resident(es: tuple[dict, ...], zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-tile weight bytes of some ops' estimates, and the part that goes interleaved."""
+    weights, inter = (sum((e[k] for e in es), zero) for k in ("weights", "inter"))
+    return weights, inter
+
+
 def _is_linear(op: dict, tensors: dict) -> bool:
     return op["rule"] == "linear"
 
 
 def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
-              producer: dict, cache: dict) -> dict:
-    lin_key = ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
+              producer: dict, cache: dict, products: tuple) -> tuple[dict, bool]:
+    """The estimate of ``op`` under ``p``, and whether it follows the linear grid or plans (else the row block
+    alone). ``products``: the attention product grids of ``p.plans`` and the swapped projections feeding them."""
     if _is_linear(op, tensors):
         gemm = p.plan_of(op["name"])
-        key = (op["op_id"], *(lin_key if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
-        if key not in cache:
-            cache[key] = (_linear(op, tensors, reps, params, p, target, tiles, cache) if gemm is None
-                          else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
-        return cache[key]
+        shared = _shared(cache)
+        key = (_signature(op, tensors, reps, params, cache),
+               *(_grid_key(p) if gemm is None else ("gemm", gemm, p.inner_block, p.partials)))
+        e = shared.get(key)
+        if e is None:
+            e = shared[key] = (_linear(op, tensors, reps, params, [p], target, tiles)[0] if gemm is None
+                               else gemm_estimate(op, gemm, tensors, reps, p, target, tiles))
+        return e, True
     src = producer.get(op["inputs"][0])
     if runs_in_place(op, src):
         gemm = p.plan_of(src["name"])
-        key = (op["op_id"], "after", *(lin_key if gemm is None else ("gemm", gemm)))
+        key = (op["op_id"], "after", *(_grid_key(p) if gemm is None else ("gemm", gemm)))
         if key not in cache:
             cache[key] = (_after_linear(op, src, tensors, params, p, target, tiles) if gemm is None
                           else after_gemm(op, src, gemm, tensors, target, tiles))
-        return cache[key]
-    names, feeders = cache.setdefault(("products", p.fused_qkv), _attention_names(cache[("ops", p.fused_qkv)]))
-    # attention product grids, and the swapped projections feeding them (their operands are then prepared: the
-    # preparation reads the projection's own result layout)
-    products = tuple((n, g) for n, g in p.plans if n in names or (n in feeders and g.swapped))
+        return cache[key], True
     key = (op["op_id"], "planned", p.row_block, p.stream_block, p.inner_block, p.fused_qkv, p.partials, products,
            p.weight_class, p.stream_weights)
     if key not in cache:
@@ -188,7 +234,30 @@ def _estimate(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams
         if by_plan not in cache:   # equal plan keys are equal plans: a LayerNorm's estimate ignores the grids
             cache[by_plan] = op_estimate(op, plan, tensors, reps, p, target, tiles)
         cache[key] = cache[by_plan]
-    return cache[key]
+    return cache[key], False
+
+
+def _signature(op: dict, tensors: dict, reps: dict, params: dict, cache: dict) -> tuple:
+    """A linear op's signature and the batch: linears of equal ones share their estimates (Q, K and V; both QKV
+    forms)."""
+    sig = cache.get(("signature", op["op_id"]))
+    if sig is None:
+        sig = cache[("signature", op["op_id"])] = (linear_signature(op, tensors, reps), int(params["batch"]))
+    return sig
+
+
+def _grid_key(p: LayoutParams) -> tuple:
+    """The knobs of the layout's global linear grid."""
+    return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block, p.partials)
+
+
+def _shared(cache: dict) -> dict:
+    """The part of a screen cache whose keys name no op id (linear estimates by signature): the search hands the
+    same one to the caches of every graph variant."""
+    shared = cache.get(SHARED)
+    if shared is None:
+        shared = cache[SHARED] = {}
+    return shared
 
 
 def _attention_names(ops: list[dict]) -> tuple[frozenset[str], frozenset[str]]:
@@ -213,58 +282,102 @@ def _waves(params: dict, p: LayoutParams, shard: int, tokens: int) -> tuple[np.n
     return np.maximum.reduceat(sizes, starts), n_w
 
 
-def _linear(op: dict, tensors: dict, reps: dict, params: dict, p: LayoutParams, target: Target, tiles: int,
-            cache: dict) -> dict:
-    n_r = len(segmented_bounds(int(params["batch"]), _tokens(op, params), p.row_block)) - 1
-    grid = linear_grid(n_r, op["cols"], op["inner"], p, tiles)
-    rows_w, n_w = _waves(params, p, grid.shard, _tokens(op, params))
-    per_tile = grid.max_chunks_per_tile(tiles)
-    cb, ib = min(grid.col_block, op["cols"]), min(grid.inner_block, op["inner"])
-    split = grid.n_s > 1
+def prime(ops: list[dict], tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+          tiles: int, cache: dict) -> None:
+    """Estimate every linear op on the global grid of every layout in ``ps`` in one vectorized pass per op, into
+    ``cache``, where :func:`screen` then finds them (the search primes its grid candidates)."""
+    shared = _shared(cache)
+    for op in ops:
+        if not _is_linear(op, tensors):
+            continue
+        sig = _signature(op, tensors, reps, params, cache)
+        todo = {}
+        for p in ps:
+            key = (sig, *_grid_key(p))
+            if p.plan_of(op["name"]) is None and key not in shared:
+                todo.setdefault(key, p)
+        shared.update(zip(todo, _linear(op, tensors, reps, params, list(todo.values()), target, tiles), strict=True))
+
+
+def _linear(op: dict, tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+            tiles: int) -> list[dict]:
+    """The estimate of linear ``op`` on the global grid of each layout in ``ps``: the grid arithmetic per layout,
+    the kernel and exchange rules at once over every wave of every layout."""
+    groups: dict[tuple, list[int]] = {}   # the AMP call depth and the partials' dtype are scalars of the rules
+    for i, p in enumerate(ps):
+        groups.setdefault((p.inner_block, p.partials), []).append(i)
+    out: list[dict] = [{}] * len(ps)
+    for (inner_block, partials), idx in groups.items():
+        for i, e in zip(idx, _linear_grids(op, tensors, reps, params, [ps[i] for i in idx], target, tiles,
+                                           inner_block, partials), strict=True):
+            out[i] = e
+    return out
+
+
+def _linear_grids(op: dict, tensors: dict, reps: dict, params: dict, ps: list[LayoutParams], target: Target,
+                  tiles: int, inner_block: int | None, partials: str) -> list[dict]:
+    tokens = _tokens(op, params)
+    n_r = [len(segmented_bounds(int(params["batch"]), tokens, p.row_block)) - 1 for p in ps]
+    grids = [linear_grid(n, op["cols"], op["inner"], p, tiles) for n, p in zip(n_r, ps, strict=True)]
+    waves = [_waves(params, p, g.shard, tokens)[0] for p, g in zip(ps, grids, strict=True)]
+    n_w = np.array([len(w) for w in waves])
+    starts = np.r_[0, np.cumsum(n_w)[:-1]]
+
+    def per_wave(values: list) -> np.ndarray:
+        return np.repeat(np.array(values), n_w)
+
+    rows_w = np.concatenate(waves)
+    per_tile = np.array([g.max_chunks_per_tile(tiles) for g in grids])
+    cb = np.array([min(g.col_block, op["cols"]) for g in grids])
+    ib = np.array([min(g.inner_block, op["inner"]) for g in grids])
+    n_s = np.array([g.n_s for g in grids])
+    oc = np.array([g.out_cols(op["cols"]) for g in grids])   # output columns per tile (a reduce-scatter slice)
+    split = n_s > 1
+    tile_w, ib_w, oc_w, n_s_w = (per_wave(v) for v in (per_tile, ib, oc, n_s))
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
-    partials = p.partials if split else "f16"
-    amp_key = ("amp", tuple(rows_w.tolist()), cb, ib, precision, partials, p.inner_block, casts_input(op, tensors))
-    if amp_key not in cache:   # cells of equal geometry recur across shards and splits
-        classes = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
-        cache[amp_key] = amp_cycles(rows_w, cb, ib, target, weight_class=classes, dtype=precision,
-                                    partials=partials, inner_block=p.inner_block, cast=casts_input(op, tensors))
-    cyc, _, launch, _ = cache[amp_key]
-    compute = {cls: int((cyc[i] * per_tile).sum()) for i, cls in enumerate(WEIGHT_CLASSES)}
+    classes = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
+    cyc, _, launch, _ = amp_cycles(rows_w, per_wave(cb), ib_w, target, weight_class=classes, dtype=precision,
+                                   partials=np.where(n_s_w > 1, partials, "f16"), inner_block=inner_block,
+                                   cast=casts_input(op, tensors))
+    compute = np.add.reduceat(cyc * tile_w, starts, axis=1)
     a = tensors[op["inputs"][0]]
-    recv_w = rows_w * ib * DTYPE_BYTES[a["dtype"]] * per_tile
+    recv_w = rows_w * ib_w * DTYPE_BYTES[a["dtype"]] * tile_w
     frag = np.ceil(recv_w / (target.packet_max_words * target.word_bytes)) + 1
-    exchange = int(phase_exchange_cycles(recv_w, frag, target).sum())
+    exchange = np.add.reduceat(phase_exchange_cycles(recv_w, frag, target), starts)
     syncs, phases = n_w, 3 * n_w
     if a["role"] == "input" and a.get("host_layout") and reps.get(op["block"], 1) == 1:
-        exchange, syncs, phases = 0, 0, n_w   # the host wrote it in this op's panels: nothing received (the panels
-                                              # still occupy the tiles); a repeat's later instances receive it
-    launches = int((launch * per_tile).sum())
-    oc = grid.out_cols(op["cols"])   # output columns per tile (a reduce-scatter slice when inner-split)
-    red_buf = 0
-    if split:  # reduce-scatter: every tile of a panel receives the S partials of its column slice and sums them
-        red = rows_w * oc * PARTIAL_BYTES[p.partials] * grid.n_s * per_tile
-        red_buf = int(red.max())
-        exchange += int(phase_exchange_cycles(red, np.full(n_w, grid.n_s), target).sum())
-        for cls in WEIGHT_CLASSES:
-            compute[cls] += int((reduce_cycles(rows_w * oc, grid.n_s, target, p.partials) * per_tile).sum())
-        syncs += n_w
-        phases += 3 * n_w
-        launches += n_w
+        exchange, syncs, phases = 0 * n_w, 0 * n_w, n_w   # the host wrote it in this op's panels: nothing received
+                                                          # (the panels still occupy the tiles); a repeat's later
+                                                          # instances receive it
+    launches = launch[starts] * per_tile
+    # reduce-scatter (inner splits): every tile of a panel receives the S partials of its column slice, sums them
+    red = rows_w * oc_w * PARTIAL_BYTES[partials] * n_s_w * tile_w
+    red_buf = np.where(split, np.maximum.reduceat(red, starts), 0)
+    exchange = exchange + np.where(split, np.add.reduceat(phase_exchange_cycles(red, n_s_w, target), starts), 0)
+    reduce = np.add.reduceat(reduce_cycles(rows_w * oc_w, n_s_w, target, partials) * tile_w, starts)
+    compute = compute + np.where(split, reduce, 0)
+    syncs, phases, launches = syncs + split * n_w, phases + split * 3 * n_w, launches + split * n_w
+    recv = np.maximum.reduceat(recv_w, starts) + red_buf
+    panel = np.maximum.reduceat(rows_w, starts) * ib * DTYPE_BYTES[a["dtype"]]
     w = tensors[op["inputs"][1]]
     rep = reps.get(op["block"], 1) if w["per_instance"] else 1
     wbytes = ib * cb * DTYPE_BYTES[w["dtype"]] * rep * per_tile
-    bias = cb * 2 * rep * per_tile if len(op["inputs"]) > 2 else 0   # a linear without a bias has no bias tensor
+    bias = cb * 2 * rep * per_tile if len(op["inputs"]) > 2 else 0 * cb   # a linear without a bias has no bias
     out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
-    used = min(tiles, grid.shard * grid.n_p * grid.n_s)
-    mask = np.arange(tiles) < used
-    out = int(math.ceil(n_r / grid.shard) * p.row_block * oc * out_b * per_tile)
-    return {
-        "kernel": amp_kernel(precision, p.partials if split else None), "compute": compute, "exchange": exchange,
-        "syncs": syncs, "phases": phases, "launches": launches,
-        "weights": np.where(mask, wbytes + bias, 0), "inter": np.where(mask, wbytes, 0),
-        "out": np.where(mask, out, 0), "recv": np.where(mask, int(recv_w.max()) + red_buf, 0),
-        "panel": int(rows_w.max() * ib * DTYPE_BYTES[a["dtype"]]),
-    }
+    tile = np.arange(tiles)
+    out = []
+    for i, (p, g) in enumerate(zip(ps, grids, strict=True)):
+        mask = tile < min(tiles, g.shard * g.n_p * g.n_s)
+        out_bytes = int(math.ceil(n_r[i] / g.shard) * p.row_block * int(oc[i]) * out_b * int(per_tile[i]))
+        out.append({
+            "kernel": amp_kernel(precision, partials if split[i] else None),
+            "compute": {cls: int(compute[c, i]) for c, cls in enumerate(WEIGHT_CLASSES)},
+            "exchange": int(exchange[i]), "syncs": int(syncs[i]), "phases": int(phases[i]),
+            "launches": int(launches[i]),
+            "weights": np.where(mask, int(wbytes[i] + bias[i]), 0), "inter": np.where(mask, int(wbytes[i]), 0),
+            "out": np.where(mask, out_bytes, 0), "recv": np.where(mask, int(recv[i]), 0), "panel": int(panel[i]),
+        })
+    return out
 
 
 def _after_linear(op: dict, src: dict, tensors: dict, params: dict, p: LayoutParams, target: Target,

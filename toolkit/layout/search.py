@@ -41,7 +41,7 @@ from toolkit.layout.mapping import tile_permutation
 from toolkit.layout.pins import check_pins, compute_tiles
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
-from toolkit.layout.screen import DTYPE_BYTES, screen
+from toolkit.layout.screen import DTYPE_BYTES, SHARED, prime, screen
 from toolkit.options import WEIGHT_CLASSES, Options
 from toolkit.target import Target
 
@@ -161,7 +161,6 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
         ops, tensors, reps = prepared[p.fused_qkv]
         if not _products_hold(ops, dict(p.plans), options.attention_products):
             return
-        p = dataclasses.replace(p, qk_preparation=options.qk_preparation)
         # both depend on the matmuls' grid and plans only, not on the stream's rows or LayerNorm parameters
         key = ("linear bound", p.fused_qkv, p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.inner_block,
                p.plans)
@@ -173,24 +172,27 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
             by_class = dict.fromkeys(classes, _weights_reject(bound, capacity))
         else:   # the weight classes share every byte count: one screen for all of them
             by_class = screen(ops, tensors, reps, g.params, p, target, tiles, cache, classes)
+        cols = {**_param_cols(p), "local_rows": local}
+        labels = {**dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}}
         for cls in classes:
             cid = len(rows)
             params[cid] = dataclasses.replace(p, weight_class=cls, tile_mapping=perm)
-            rows.append({"candidate_id": cid, **_param_cols(p), "weight_class": cls, "local_rows": local,
-                         **by_class[cls],
-                         **dict.fromkeys(plan_cols.values()), **{plan_cols[n]: g.label() for n, g in p.plans}})
+            rows.append({"candidate_id": cid, **cols, "weight_class": cls, **by_class[cls], **labels})
 
+    shared: dict = {}   # linear estimates by signature: the QKV forms share their projections and MLP
+    screened: dict = {}   # per-op GEMM plans by signature, likewise
     for fused, g in graphs.items():
         ops, tensors, reps = prepared[fused]
-        cache: dict = {("ops", fused): ops}
-        bases = []
-        for base, sw in itertools.product(_enumerate(g, options, tiles), stores):
-            p = LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
-                                "stream_weights": sw})
+        cache: dict = {("ops", fused): ops, SHARED: shared}
+        bases = [LayoutParams(**{**_asdict(base), "fused_qkv": fused, "weight_class": classes[0], "plans": pins[fused],
+                                 "stream_weights": sw, "qk_preparation": options.qk_preparation})
+                 for base, sw in itertools.product(_enumerate(g, options, tiles), stores)]
+        prime(ops, tensors, reps, g.params, bases, target, tiles, cache)   # their linears on the grid, at once
+        for p in bases:
             add(p, g, cache)
-            bases.append(p)
         if searches_plans(options):   # per-op GEMM plans: chains chosen per op, on every (row block, stream) base
-            chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused])
+            chains, per_op = plan_chains(ops, tensors, reps, target, tiles, options, classes[0], pins[fused],
+                                          screened)
             op_frames.append(per_op.with_columns(pl.lit(fused).alias("fused_qkv")))
             seen = sorted({(b.row_block, b.stream_block) for b in bases}, key=lambda x: (x[0], x[1] or 0))
             grids = attention_grids(ops, g.params, tiles, dict(pins[fused]), options.row_block,
@@ -204,7 +206,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                     plans = tuple(sorted({**dict(chain), **dict(grid)}.items()))
                     add(LayoutParams(row_block=rb, stream_block=sb, fused_qkv=fused, weight_class=classes[0],
                                      partials=options.partials, inner_block=options.inner_block, plans=plans,
-                                     stream_weights=sw), g, cache)
+                                     stream_weights=sw, qk_preparation=options.qk_preparation), g, cache)
     cand = pl.DataFrame(rows, schema_overrides={**{k: v for k, v in CANDIDATES_SCHEMA.items() if k in rows[0]},
                                                 **dict.fromkeys(plan_cols.values(), pl.String)})
     cand = cand.with_columns(
