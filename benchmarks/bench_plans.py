@@ -32,7 +32,7 @@ import polars as pl
 
 import toolkit
 from benchmarks._results import write_section
-from toolkit.costs import IN_PLACE_KERNELS
+from toolkit.costs.kernels import IN_PLACE_KERNELS
 from toolkit.errors import ToolkitError
 from toolkit.graph import PRESETS, get_workload
 from toolkit.profile import crop
