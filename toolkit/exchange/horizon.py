@@ -26,6 +26,13 @@ the layout screen and refine price their estimates with the same per-tile rule
   the partner must not send in that interval (EXCHANGE_INSTRUCTION_REFERENCE.md
   "Paired sender lane reservation"). A sender whose partner sends nothing in
   the pass sends paired.
+- Experiment (branch ``pairing``): a paired 64-bit *transfer* (ipu-stack's
+  ``select_transfer_widths`` / ``endpoint_work_lower_bound``): a group whose
+  every receiving tile's partner (tile XOR 1) also receives it, and whose size
+  is a whole number of 8-byte units (even words), is Paired64: every endpoint,
+  its sender and each receiver, handles words / 2 events (receivers take 64
+  bits per event). Cutovers are unchanged. The partner-idle send pairing above
+  still halves the sender's other groups.
 - Staging passes run one after another, a sync between them; the phase's
   horizon is the sum over its passes of the busiest tile's span, and the
   measured phase overruns that horizon by ``costs.exchange_phase_cycles``.
@@ -47,8 +54,9 @@ from toolkit.target import Target
 TILE_HORIZONS_SCHEMA = {
     "phase": ID, "pass": ID, "tile": ID,
     "recv_words": BIG,     # words received
+    "recv_events": BIG,    # receive-lane events (a paired 64-bit transfer counts half its words)
     "cutovers": BIG,       # receives that start a new (source, pointer) chain
-    "send_words": BIG,     # send-lane events (paired sends count half their words)
+    "send_words": BIG,     # send-lane events (paired transfers and paired sends count half their words)
     "sends": BIG,          # send fragments
     "runs": BIG,           # strided partial-panel runs among them (lower.strided_runs)
     "paired": pl.Boolean,  # the tile's sends borrow its idle partner's lane
@@ -66,6 +74,23 @@ def _columns(groups: pl.DataFrame, passes: pl.DataFrame) -> tuple[dict, dict, np
     gi = g["group"]
     idx = r["group"] - gi[0] if len(gi) and gi[-1] - gi[0] == len(gi) - 1 else np.searchsorted(gi, r["group"])
     return g, r, idx
+
+
+def paired_groups(g: dict, r: dict, idx: np.ndarray) -> np.ndarray:
+    """Per group row: whether the group is a paired 64-bit transfer -- every receiving tile's partner (tile XOR 1)
+    also receives it, and its words are even (a whole number of 8-byte units)."""
+    n = len(g["group"])
+    if not len(idx):
+        return np.zeros(n, bool)
+    tile = r["tile"]
+    width = int(tile.max()) + 2
+    key = np.unique(idx * width + tile)
+    pkey = idx * width + (tile ^ 1)
+    pos = np.minimum(np.searchsorted(key, pkey), len(key) - 1)
+    has = key[pos] == pkey
+    missing = np.bincount(idx, weights=~has, minlength=n)
+    receivers = np.bincount(idx, minlength=n)
+    return (receivers > 0) & (missing == 0) & (g["words"] % 2 == 0)
 
 
 def _receive_order(g: dict, r: dict, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -87,24 +112,29 @@ def tile_horizons(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) ->
     ``passes`` (:func:`toolkit.exchange.lower_exchanges`)."""
     g, r, idx = _columns(groups, passes)
     order, cut = _receive_order(g, r, idx)
+    pg = paired_groups(g, r, idx)
+    events = np.where(pg, g["words"] // 2, g["words"])
     recv = pl.DataFrame({"phase": r["phase"][order], "pass": g["pass"][idx][order], "tile": r["tile"][order],
-                         "w": g["words"][idx][order], "c": cut.astype(np.int64)})
+                         "w": g["words"][idx][order], "e": events[idx][order], "c": cut.astype(np.int64)})
     recv = recv.group_by("phase", "pass", "tile").agg(pl.col("w").sum().alias("recv_words"),
+                                                      pl.col("e").sum().alias("recv_events"),
                                                       pl.col("c").sum().alias("cutovers"))
-    send = (pl.DataFrame({"phase": g["phase"], "pass": g["pass"], "tile": g["source"], "w": g["words"],
-                          "r": g["runs"]})
-            .group_by("phase", "pass", "tile").agg(pl.col("w").sum().alias("send_words"), pl.len().alias("sends"),
-                                                   pl.col("r").sum().alias("runs")))
+    send = (pl.DataFrame({"phase": g["phase"], "pass": g["pass"], "tile": g["source"],
+                          "w": np.where(pg, 0, g["words"]), "pw": np.where(pg, events, 0), "r": g["runs"]})
+            .group_by("phase", "pass", "tile").agg(pl.col("w").sum().alias("send_words"),
+                                                   pl.col("pw").sum().alias("paired_words"),
+                                                   pl.len().alias("sends"), pl.col("r").sum().alias("runs")))
     partner = pl.col("tile") + 1 - 2 * (pl.col("tile") % 2)
     busy = send.select("phase", "pass", partner.alias("tile"), pl.lit(True).alias("partner_sends"))
     t = (recv.join(send, on=["phase", "pass", "tile"], how="full", coalesce=True)
          .join(busy, on=["phase", "pass", "tile"], how="left")
-         .with_columns(pl.col("recv_words", "cutovers", "send_words", "sends", "runs").fill_null(0).cast(pl.Int64),
+         .with_columns(pl.col("recv_words", "recv_events", "cutovers", "send_words", "paired_words", "sends",
+                              "runs").fill_null(0).cast(pl.Int64),
                        ((pl.col("sends") > 0) & pl.col("partner_sends").is_null()).alias("paired")))
     sw = t["send_words"].to_numpy()
-    lane = np.where(t["paired"].to_numpy(), -(-sw // 2), sw)
+    lane = np.where(t["paired"].to_numpy(), -(-sw // 2), sw) + t["paired_words"].to_numpy()
     tiles = t["tile"].to_numpy()
-    h = tile_horizon_cycles(t["recv_words"].to_numpy(), t["cutovers"].to_numpy(), lane, t["sends"].to_numpy(),
+    h = tile_horizon_cycles(t["recv_events"].to_numpy(), t["cutovers"].to_numpy(), lane, t["sends"].to_numpy(),
                             tile_rows(tiles, target), target, runs=t["runs"].to_numpy())
     t = t.with_columns(pl.Series("send_words", lane), pl.Series("horizon", h))
     return t.select([pl.col(c).cast(d) for c, d in TILE_HORIZONS_SCHEMA.items()]).sort("phase", "pass", "tile")
@@ -125,7 +155,8 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
     """Start and end of every send (one per group) and receive (one per passes row), relative to the phase start.
 
     A tile's receives run back to back in the receive order, each cutover first waiting its arrival latency;
-    its sends run back to back in group order (paired: half the events). Pass ``p`` starts after every earlier
+    its sends run back to back in group order (paired: half the events). A paired 64-bit transfer
+    (:func:`paired_groups`) takes half its words in events at its sender and every receiver. Pass ``p`` starts after every earlier
     pass's busiest tile and a sync. Returns arrays ``send_start, send_end`` (by group row) and ``recv_start,
     recv_end`` (by passes row).
     """
@@ -145,9 +176,11 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
 
     # receives
     order, cut = _receive_order(g, r, idx)
+    pg = paired_groups(g, r, idx)
+    events = np.where(pg, g["words"] // 2, g["words"])
     tiles = r["tile"][order]
     lat = cutover_cycles(tile_rows(tiles, target), target) * cut
-    dur = lat + g["words"][idx][order]
+    dur = lat + events[idx][order]
     run = np.r_[True, (r["phase"][order][1:] != r["phase"][order][:-1]) | (tiles[1:] != tiles[:-1])
                 | (g["pass"][idx][order][1:] != g["pass"][idx][order][:-1])] if len(order) else np.zeros(0, bool)
     cum = np.cumsum(dur)
@@ -167,7 +200,8 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
              .join(th.select("phase", "pass", "tile", "paired"), on=["phase", "pass", "tile"], how="left",
                    maintain_order="left"))
     w = g["words"][gorder]
-    w = np.where(flags["paired"].fill_null(False).to_numpy(), -(-w // 2), w)
+    w = np.where(pg[gorder], events[gorder],
+                 np.where(flags["paired"].fill_null(False).to_numpy(), -(-w // 2), w))
     dur = (w + target.costs.exchange_send_cycles
            + g["runs"][gorder] * target.costs.exchange_run_cycles)
     srun = np.r_[True, (g["phase"][gorder][1:] != g["phase"][gorder][:-1]) | (src[1:] != src[:-1])
