@@ -46,14 +46,33 @@ def test_sources_interleaved_or_chained() -> None:
 
 
 def test_paired_sends_only_when_the_partner_is_idle() -> None:
-    # tile 0 multicasts 400 words to tiles 2 and 3; its partner, tile 1, sends nothing: paired, half the events
-    t = transfers([(1, 0, 0, 2, 1600, 0), (1, 0, 0, 3, 1600, 0)])
-    th = tile_horizons(*(lambda e: (e.groups, e.passes))(lower_exchanges(t, IPU)), IPU).filter(tile=0)
-    assert th.select("paired", "send_words").row(0) == (True, 200)
+    # tile 0 sends 400 words to tiles 2 and 4 (not a partner pair); its partner, tile 1, sends nothing: the send is
+    # paired, half the events; the receives are not
+    t = transfers([(1, 0, 0, 2, 1600, 0), (1, 0, 0, 4, 1600, 0)])
+    th = tile_horizons(*(lambda e: (e.groups, e.passes))(lower_exchanges(t, IPU)), IPU)
+    assert th.filter(tile=0).select("paired", "send_words").row(0) == (True, 200)
+    assert th.filter(tile=2).select("recv_words", "recv_events").row(0) == (400, 400)
     busy = pl.concat([t, transfers([(2, 0, 1, 5, 8, 0)])])
     ex = lower_exchanges(busy, IPU)
     assert tile_horizons(ex.groups, ex.passes, IPU).filter(tile=0).select("paired", "send_words").row(0) == (
         False, 400)
+
+
+@pytest.mark.parametrize(("dests", "size", "paired"), [((2, 3), 1600, True), ((2, 3, 6, 7), 1600, True),
+                                                       ((2, 3, 6), 1600, False), ((2, 4), 1600, False),
+                                                       ((2, 3), 1604, False)])
+def test_a_transfer_to_whole_partner_pairs_is_paired_64_bit(dests: tuple, size: int, paired: bool) -> None:
+    """ipu-stack's Paired64 width: every destination's partner (tile XOR 1) also a destination and a whole number
+    of 8-byte units; then its sender and every receiver take half its words in events, and the sender holds its
+    partner's transmit lane for them (tile 1 sends 10 words of its own: its lane carries 10 + the borrowed 200)."""
+    words = size // 4
+    t = transfers([(1, 0, 0, d, size, 0) for d in dests] + [(2, 0, 1, 9, 40, 0)])
+    th = tile_horizons(*(lambda e: (e.groups, e.passes))(lower_exchanges(t, IPU)), IPU)
+    events = words // 2 if paired else words
+    for d in dests:
+        assert th.filter(tile=d).select("recv_words", "recv_events").row(0) == (words, events)
+    assert th.filter(tile=0)["send_words"].item() == events
+    assert th.filter(tile=1)["send_words"].item() == 10 + (events if paired else 0)
 
 
 @pytest.mark.parametrize(("c0", "c1", "runs"), [(0, 16, 0), (0, 48, 0), (16, 48, 0), (0, 24, 92), (24, 48, 92),

@@ -26,12 +26,16 @@ the layout screen and refine price their estimates with the same per-tile rule
   the partner must not send in that interval (EXCHANGE_INSTRUCTION_REFERENCE.md
   "Paired sender lane reservation"). A sender whose partner sends nothing in
   the pass sends paired.
-- Experiment (branch ``pairing``): a paired 64-bit *transfer* (ipu-stack's
-  ``select_transfer_widths`` / ``endpoint_work_lower_bound``): a group whose
-  every receiving tile's partner (tile XOR 1) also receives it, and whose size
-  is a whole number of 8-byte units (even words), is Paired64: every endpoint,
-  its sender and each receiver, handles words / 2 events (receivers take 64
-  bits per event). Cutovers are unchanged. The partner-idle send pairing above
+- A paired 64-bit *transfer* (ipu-stack's ``select_transfer_widths`` and
+  ``endpoint_work_lower_bound``): a group whose every receiving tile's partner
+  (tile XOR 1) also receives it, and whose size is a whole number of 8-byte
+  units (even words), is Paired64: every endpoint handles words / 2 events
+  (receivers take 64 bits per event), and its sender borrows its partner's
+  transmit lane for them. Cutovers are unchanged. The evidence: the 2026-09-07
+  shared-row attention, whose K multicast to a head's 92 consecutive row
+  owners is such a transfer, ran in less time than one-word receives of a
+  head's K and V allow (ATTENTION_PRODUCT_LAYOUTS.md, 320,256 cycles with
+  54,744- and 53,712-cycle kernels). The partner-idle send pairing above
   still halves the sender's other groups.
 - Staging passes run one after another, a sync between them; the phase's
   horizon is the sum over its passes of the busiest tile's span, and the
@@ -125,14 +129,16 @@ def tile_horizons(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) ->
                                                    pl.col("pw").sum().alias("paired_words"),
                                                    pl.len().alias("sends"), pl.col("r").sum().alias("runs")))
     partner = pl.col("tile") + 1 - 2 * (pl.col("tile") % 2)
-    busy = send.select("phase", "pass", partner.alias("tile"), pl.lit(True).alias("partner_sends"))
+    busy = send.select("phase", "pass", partner.alias("tile"), pl.lit(True).alias("partner_sends"),
+                       pl.col("paired_words").alias("borrowed"))   # a paired transfer holds the partner's lane too
     t = (recv.join(send, on=["phase", "pass", "tile"], how="full", coalesce=True)
          .join(busy, on=["phase", "pass", "tile"], how="left")
-         .with_columns(pl.col("recv_words", "recv_events", "cutovers", "send_words", "paired_words", "sends",
-                              "runs").fill_null(0).cast(pl.Int64),
+         .with_columns(pl.col("recv_words", "recv_events", "cutovers", "send_words", "paired_words", "borrowed",
+                              "sends", "runs").fill_null(0).cast(pl.Int64),
                        ((pl.col("sends") > 0) & pl.col("partner_sends").is_null()).alias("paired")))
     sw = t["send_words"].to_numpy()
-    lane = np.where(t["paired"].to_numpy(), -(-sw // 2), sw) + t["paired_words"].to_numpy()
+    lane = (np.where(t["paired"].to_numpy(), -(-sw // 2), sw) + t["paired_words"].to_numpy()
+            + t["borrowed"].to_numpy())
     tiles = t["tile"].to_numpy()
     h = tile_horizon_cycles(t["recv_events"].to_numpy(), t["cutovers"].to_numpy(), lane, t["sends"].to_numpy(),
                             tile_rows(tiles, target), target, runs=t["runs"].to_numpy())
@@ -156,9 +162,9 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
 
     A tile's receives run back to back in the receive order, each cutover first waiting its arrival latency;
     its sends run back to back in group order (paired: half the events). A paired 64-bit transfer
-    (:func:`paired_groups`) takes half its words in events at its sender and every receiver. Pass ``p`` starts after every earlier
-    pass's busiest tile and a sync. Returns arrays ``send_start, send_end`` (by group row) and ``recv_start,
-    recv_end`` (by passes row).
+    (:func:`paired_groups`) takes half its words in events at its sender and every receiver. Pass ``p`` starts
+    after every earlier pass's busiest tile and a sync. Returns arrays ``send_start, send_end`` (by group row)
+    and ``recv_start, recv_end`` (by passes row).
     """
     g, r, idx = _columns(groups, passes)
     th = tile_horizons(groups, passes, target)
