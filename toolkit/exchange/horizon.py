@@ -111,12 +111,19 @@ def _receive_order(g: dict, r: dict, idx: np.ndarray) -> tuple[np.ndarray, np.nd
     return order, ~cont
 
 
-def tile_horizons(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -> pl.DataFrame:
-    """Every tile's part of every (phase, staging pass) (TILE_HORIZONS_SCHEMA), from lowered ``groups`` and
-    ``passes`` (:func:`toolkit.exchange.lower_exchanges`)."""
+def _prepared(groups: pl.DataFrame, passes: pl.DataFrame) -> tuple:
+    """The columns, receive order, cutovers and paired groups both :func:`tile_horizons` and
+    :func:`activity_spans` read, computed once."""
     g, r, idx = _columns(groups, passes)
     order, cut = _receive_order(g, r, idx)
-    pg = paired_groups(g, r, idx)
+    return g, r, idx, order, cut, paired_groups(g, r, idx)
+
+
+def tile_horizons(groups: pl.DataFrame, passes: pl.DataFrame, target: Target,
+                  prepared: tuple | None = None) -> pl.DataFrame:
+    """Every tile's part of every (phase, staging pass) (TILE_HORIZONS_SCHEMA), from lowered ``groups`` and
+    ``passes`` (:func:`toolkit.exchange.lower_exchanges`); ``prepared``: their :func:`_prepared` columns."""
+    g, r, idx, order, cut, pg = _prepared(groups, passes) if prepared is None else prepared
     events = np.where(pg, g["words"] // 2, g["words"])
     recv = pl.DataFrame({"phase": r["phase"][order], "pass": g["pass"][idx][order], "tile": r["tile"][order],
                          "w": g["words"][idx][order], "e": events[idx][order], "c": cut.astype(np.int64)})
@@ -166,8 +173,9 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
     after every earlier pass's busiest tile and a sync. Returns arrays ``send_start, send_end`` (by group row)
     and ``recv_start, recv_end`` (by passes row).
     """
-    g, r, idx = _columns(groups, passes)
-    th = tile_horizons(groups, passes, target)
+    prepared = _prepared(groups, passes)
+    g, r, idx, order, cut, pg = prepared
+    th = tile_horizons(groups, passes, target, prepared)
     sync = int(target.costs.sync_cycles)
     per_pass = th.group_by("phase", "pass").agg(pl.col("horizon").max()).sort("phase", "pass")
     pp, pa, ph = (per_pass[c].to_numpy().astype(np.int64) for c in ("phase", "pass", "horizon"))
@@ -181,8 +189,6 @@ def activity_spans(groups: pl.DataFrame, passes: pl.DataFrame, target: Target) -
         return start_of[np.searchsorted(pkey, (phase - (pp.min() if len(pp) else 0)) * width + pas)]
 
     # receives
-    order, cut = _receive_order(g, r, idx)
-    pg = paired_groups(g, r, idx)
     events = np.where(pg, g["words"] // 2, g["words"])
     tiles = r["tile"][order]
     lat = cutover_cycles(tile_rows(tiles, target), target) * cut
