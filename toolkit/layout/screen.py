@@ -43,7 +43,8 @@ from toolkit.layout.gemm_screen import (
 )
 from toolkit.layout.grid_screen import grid_after_linear, grid_linear
 from toolkit.layout.layout import Layout
-from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph, unpack_chunks
+from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
+from toolkit.layout.preparation import unpack_chunks
 from toolkit.layout.reduction import staged_sender_pieces
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target

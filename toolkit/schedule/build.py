@@ -33,7 +33,8 @@ from toolkit.layout.cost import (
     weight_read_class,
 )
 from toolkit.layout.layout import Layout, route
-from toolkit.layout.plans import LayoutParams, OpPlan, unpack_chunks
+from toolkit.layout.plans import LayoutParams, OpPlan
+from toolkit.layout.preparation import unpack_chunks
 from toolkit.schedule.program import Program
 from toolkit.schedule.program import slot_of_cell as _slot_of_cell
 from toolkit.schedule.reduce import reduce_scatter
