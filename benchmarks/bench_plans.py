@@ -1,20 +1,18 @@
 """Plan experiments against the hardware: each family's members as changes from its control.
 
-Reads ``toolkit/data/plan_experiments.csv`` (one row per measured plan: family,
-member, workload, batch, options, hardware cycles, control flag, source
-document). Every row is compiled and simulated; per family, each member's
+Reads the experiment families of the one table of measured programs
+(``toolkit.report.plan_experiments()``, a view of
+``toolkit/data/hardware_programs.csv``: family, member, preset, batch, blocks,
+graph, options, hardware cycles, control flag, source document). Every
+expressible row is compiled and simulated; per family, each member's
 simulated change from the family's control is set beside the hardware's
 change (percent of the control), and the benchmark reports the median and
 worst absolute difference of those changes (percentage points), Spearman's
 rank correlation over all members pooled and within each family, and each
-control's simulated / hardware ratio. Where a document gives the real
-scheduler's per-phase horizons, the exchange phases predicted by
+control's simulated / hardware ratio. A member the toolkit cannot express yet
+(its ``missing`` field) is listed, not compiled. Where a document gives the
+real scheduler's per-phase horizons, the exchange phases predicted by
 :mod:`toolkit.exchange.horizon` stand beside them.
-
-A row whose workload preset is unknown here (``siglip-mlp-benchmark`` and
-``siglip-attention-benchmark``, the hardware's benchmark graphs without
-LayerNorm, biases or residual, until those presets land) falls back to
-``mlp-single-b1`` / ``attention-b1`` and says so.
 
 Run: python -m benchmarks.bench_plans [--family NAME]
 """
@@ -34,12 +32,10 @@ import toolkit
 from benchmarks._results import write_section
 from toolkit.costs.kernels import IN_PLACE_KERNELS
 from toolkit.errors import ToolkitError
-from toolkit.graph import PRESETS, get_workload
+from toolkit.graph import get_workload
 from toolkit.profile import crop
+from toolkit.report import hardware_program, plan_experiments
 
-EXPERIMENTS = Path(toolkit.__file__).parent / "data" / "plan_experiments.csv"
-#: the nearest preset here for a benchmark preset that has not landed (the hardware's benchmark graphs)
-FALLBACK = {"siglip-mlp-benchmark": "mlp-single-b1", "siglip-attention-benchmark": "attention-b1"}
 #: the real scheduler's per-phase horizons where a document gives them, by (family, member): (op, role, nth phase
 #: of that role, scheduled cycles). Roles: ``gather`` (before the op's compute), ``reduction`` (after it).
 #: ipu-stack docs/MLP_LAYOUT_ALTERNATIVES.md (the first phase moves fc1's weights: 7,048 is about one 288 x 48 F16
@@ -56,7 +52,7 @@ DOC_HORIZONS = {
     ("mapping", "block-92-2 and down result 5x3"): (("fc1", "gather", 0, 7_048), ("fc1", "reduction", 0, 3_755),
                                                     ("fc2", "gather", 0, 30_716), ("fc2", "reduction", 0, 5_860)),
     # ipu-stack docs/MLP_LAYOUT_SWEEP.md: the changed down-weight materialization shortens the GELU-to-down exchange
-    ("memory-class", "historical (both interleaved)"): (("fc2", "gather", 0, 32_939),),
+    ("memory-class", "historical"): (("fc2", "gather", 0, 32_939),),
     ("memory-class", "down weights standard (down-22)"): (("fc2", "gather", 0, 31_382),),
     ("horizons only", "global transpose width 92"): (("fc1", "gather", 0, 7_018), ("fc2", "gather", 0, 39_504)),
 }
@@ -78,34 +74,27 @@ TOOL_ESTIMATES = {
 }
 
 
-def load_experiments(path: Path = EXPERIMENTS) -> pl.DataFrame:
-    """The experiments table (columns family, member, workload, batch, options_json, hardware_cycles, control,
-    source, note)."""
-    return pl.read_csv(path, schema_overrides={"control": pl.Utf8, "note": pl.Utf8}).with_columns(
-        (pl.col("control").str.to_lowercase() == "true").alias("control"))
+def load_experiments() -> pl.DataFrame:
+    """The experiment families (toolkit.report.EXPERIMENTS_SCHEMA)."""
+    return plan_experiments()
 
 
 def run_row(row: dict) -> dict:
     """Compile and simulate one experiment; its cycles, exchange phases and any note on the workload."""
-    workload, note = row["workload"], ""
-    options = json.loads(row["options_json"])
-    if workload not in PRESETS:
-        fallback = FALLBACK.get(workload)
-        if fallback is None:
-            return {**row, "simulated": None, "error": f"unknown workload preset {workload!r}", "note_run": ""}
-        note = f"preset {workload!r} unknown here: measured on {fallback} (LayerNorm, biases, residual included)"
-        workload = fallback
+    if not row.get("expressible", True):
+        return {**row, "simulated": None, "error": f"not expressible here: {row['missing']}", "note_run": ""}
+    preset, overrides, options = hardware_program(row)
     t = time.perf_counter()
     try:
-        c = toolkit.compile(get_workload(workload, batch=int(row["batch"])), options=options)
+        c = toolkit.compile(get_workload(preset, **overrides), options=options)
     except ToolkitError as exc:
-        return {**row, "simulated": None, "error": str(exc).splitlines()[0], "note_run": note}
+        return {**row, "simulated": None, "error": str(exc).splitlines()[0], "note_run": ""}
     phases = (exchange_roles(c.schedule.phases, c.schedule.commands)
               .join(c.exchange.summary.select("phase", "est_cycles"), on="phase"))
     phases = phases.sort("phase").select("op", "role", "nth", "est_cycles").rows()
     return {**row, "simulated": int(crop(c.profile).cropped_cycles), "compute": int(c.lowered_cycles("compute")),
             "exchange": int(c.lowered_cycles("exchange")), "phases": phases, "seconds": time.perf_counter() - t,
-            "error": None, "note_run": note}
+            "error": None, "note_run": ""}
 
 
 def exchange_roles(phases: pl.DataFrame, commands: pl.DataFrame) -> pl.DataFrame:
@@ -153,7 +142,8 @@ def report(results: list[dict], horizons: list[dict] = ()) -> list[str]:
     ch = changes(results)
     diffs = [abs(c["diff"]) for c in ch]
     lines = [
-        "Every row of `toolkit/data/plan_experiments.csv` compiled with its options and simulated; changes are "
+        "Every experiment-family row of `toolkit/data/hardware_programs.csv` (`toolkit.report.plan_experiments()`) "
+        "compiled with its options and simulated; changes are "
         "percent of the family's control, simulated beside hardware (renderer-cropped cycles from the named "
         "ipu-stack document). Targets: median |difference| <= 1 pp, worst <= 5 pp, pooled Spearman >= 0.9, "
         "each control 0.95-1.05 of hardware.", "",
@@ -236,17 +226,18 @@ def main() -> None:
         exp = exp.filter(pl.col("family").is_in(args.family))
     results, cache, horizons = [], {}, []
     for row in exp.iter_rows(named=True):
-        key = (row["workload"], row["batch"], row["options_json"])
+        key = row["workload"]
         if key not in cache:
             cache[key] = run_row(row)
-            print({k: v for k, v in cache[key].items() if k not in ("options_json", "source", "note")}, flush=True)
+            print({k: v for k, v in cache[key].items() if k not in ("options", "source", "note")}, flush=True)
         results.append({**cache[key], **row})
     if not args.family or "horizons only" in args.family:
         for family, member, workload, options in HORIZON_ONLY:
-            row = {"family": family, "member": member, "workload": workload, "batch": 1, "control": False,
-                   "options_json": json.dumps(options), "hardware_cycles": None, "source": "", "note": ""}
+            row = {"family": family, "member": member, "workload": workload, "preset": workload, "batch": 1,
+                   "blocks": 1, "graph": "{}", "control": False, "options": json.dumps(options),
+                   "hardware_cycles": None, "source": "", "note": "", "expressible": True, "missing": ""}
             done = run_row(row)
-            print({k: v for k, v in done.items() if k not in ("options_json", "source", "note")}, flush=True)
+            print({k: v for k, v in done.items() if k not in ("options", "source", "note")}, flush=True)
             horizons.append(done)
     if args.json:
         Path(args.json).write_text(json.dumps(results + horizons, indent=1, default=str))

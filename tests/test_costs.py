@@ -251,7 +251,7 @@ def test_weight_dtype_option_selects_the_fp16_amp() -> None:
     # the refine counts a receive cutover per fragment; the lowering's horizon model (toolkit/exchange/horizon.py)
     # merges pieces that continue one source and pointer, so its exchange phases run shorter: 83,223 refined
     # against 79,227 lowered (1.05) since that model landed
-    ("mlp-small-repeat", {"row_block": 18, "stream_block": 4, "row_shard": 8}, 0.06),
+    ("mlp-block-small-repeat", {"row_block": 18, "stream_block": 4, "row_shard": 8}, 0.06),
 ])
 def test_refine_prices_a_layout_as_the_schedule_does(workload, params, tol) -> None:
     """The search's refined estimate and the schedule's own per-phase estimate come from the same rules."""
@@ -270,8 +270,8 @@ def test_refine_prices_a_layout_as_the_schedule_does(workload, params, tol) -> N
 
 def test_early_casts_move_the_fp8_cast_to_the_producers() -> None:
     opts = {"simulate": False, "plans": {"fc1": "4x46x8", "fc2": "4x12x30"}, "stream_block": 1, "row_block": 8}
-    early = toolkit.compile("mlp-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"}})
-    late = toolkit.compile("mlp-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"},
+    early = toolkit.compile("mlp-block-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"}})
+    late = toolkit.compile("mlp-block-small-repeat", options={**opts, "plans": {"fc1": "2x8x4", "fc2": "2x4x8"},
                                                         "early_casts": False})
     dt = dict(zip(early.graph.tensors["name"], early.graph.tensors["dtype"], strict=True))
     assert dt["mlp.ln.out"] == dt["mlp.gelu.out"] == "f8_143"

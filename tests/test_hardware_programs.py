@@ -1,54 +1,68 @@
-"""One hardware measurement, one program: the plan experiments and the hardware figures agree.
+"""One table of the hardware's programs: every figure once, the experiment families a view of it.
 
-``toolkit/data/plan_experiments.csv`` (the plans benchmark's families) and
-``toolkit/data/hardware_programs.csv`` (the fidelity benchmark's figures) name
-many of the same measurements. Where both give one measurement (same preset,
-batch and hardware cycles), they must compile the same program: the same plan
-labels and the same simulated cycles. Two encodings of one measurement drifted
-apart once (fc1's gathered weights in one, resident in the other: 172,889
-against 165,397 cycles for the same 175,140 on hardware).
+``toolkit/data/hardware_programs.csv`` is the only table of measured whole
+programs; ``toolkit.report.plan_experiments()`` (the plans benchmark's
+families) is a view of it, so one measurement can never be described twice
+(two encodings of the 175,140-cycle control once drifted apart: fc1's weights
+gathered in one, resident in the other, 0.944 against 0.991 of hardware).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib import resources
 
 import polars as pl
 import pytest
 
-import toolkit
-from toolkit.graph import get_workload
-from toolkit.profile import crop
-from toolkit.report import hardware_program, hardware_programs
-
-EXPERIMENTS = Path(toolkit.__file__).parent / "data" / "plan_experiments.csv"
+from toolkit.errors import OptionError
+from toolkit.graph import PRESETS
+from toolkit.report import EXPERIMENTS_SCHEMA, hardware_program, hardware_programs, plan_experiments
 
 
-def _pairs() -> list[tuple[str, dict, dict]]:
-    exp = pl.read_csv(EXPERIMENTS, schema_overrides={"control": pl.Utf8, "note": pl.Utf8})
-    hw = hardware_programs().filter(pl.col("expressible"))
-    out = []
+def test_there_is_one_table_of_measured_programs() -> None:
+    data = resources.files("toolkit").joinpath("data")
+    tables = sorted(p.name for p in data.iterdir() if p.name.endswith(".csv"))
+    assert "plan_experiments.csv" not in tables and "hardware_programs.csv" in tables
+    hw = hardware_programs()
+    assert hw["workload"].is_unique().all()
+    # one measurement, one row: no two rows describe the same graph and program
+    keys = [json.dumps(hardware_program(r), sort_keys=True) + str(r["hardware_cycles"])
+            for r in hw.iter_rows(named=True)]
+    assert len(set(keys)) == len(keys)
+
+
+def test_the_families_are_a_view_of_the_table() -> None:
+    exp = plan_experiments()
+    assert exp.schema == pl.Schema(EXPERIMENTS_SCHEMA)
+    hw = hardware_programs()
+    by_name = {r["workload"]: r for r in hw.iter_rows(named=True)}
     for r in exp.iter_rows(named=True):
-        same = hw.filter((pl.col("preset") == r["workload"]) & (pl.col("batch") == r["batch"])
-                         & (pl.col("hardware_cycles") == r["hardware_cycles"]))
-        out += [(f"{r['family']}/{r['member']} = {h['workload']}", r, h) for h in same.iter_rows(named=True)]
-    return out
+        row = by_name[r["workload"]]
+        assert (r["options"], r["hardware_cycles"], r["preset"]) == (row["options"], row["hardware_cycles"],
+                                                                      row["preset"])
+        assert r["family"] in row["families"].split(";")
+    # every family has exactly one control, and it is expressible
+    controls = exp.filter(pl.col("control")).group_by("family").agg(pl.len(), pl.col("expressible").all())
+    assert set(controls["family"]) == set(exp["family"])
+    assert controls["len"].to_list() == [1] * controls.height and controls["expressible"].all()
+    # the shared control is one row in three families
+    control = exp.filter(pl.col("workload") == "siglip-mlp-benchmark/control")
+    assert set(control["family"]) == {"result-grid", "staging", "mapping"} and control["control"].all()
+    assert {"fp8-products", "fp8-products-27", "memory-class", "attention-products", "orientation"} <= set(
+        exp["family"])
 
 
-PAIRS = _pairs()
+def test_a_family_is_selected_by_name_or_refused() -> None:
+    assert set(plan_experiments("staging")["family"]) == {"staging"}
+    with pytest.raises(OptionError, match=r"unknown experiment family 'stagin'.*known: .*staging"):
+        plan_experiments("stagin")
 
 
-def test_the_shared_measurements_are_found() -> None:
-    assert len(PAIRS) >= 25   # every MLP and attention experiment names a figure of the fidelity table
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("row", "figure"), [(r, h) for _, r, h in PAIRS], ids=[name for name, _, _ in PAIRS])
-def test_a_measurement_compiles_to_one_program_wherever_it_is_named(row: dict, figure: dict) -> None:
-    programs = []
-    for preset, overrides, options in ((row["workload"], {"batch": row["batch"]}, json.loads(row["options_json"])),
-                                       hardware_program(figure)):
-        c = toolkit.compile(get_workload(preset, **overrides), options=options)
-        programs.append((c.summary()["plans"].item(), int(crop(c.profile).cropped_cycles)))
-    assert programs[0] == programs[1]
+def test_the_seed_figures_name_their_own_preset_with_no_options() -> None:
+    hw = hardware_programs()
+    for name in ("mlp-single-b1", "mlp-single-b4", "mlp-b2-n3", "attention-b1", "attention-fused-b1"):
+        row = hw.filter(pl.col("workload") == name).row(0, named=True)
+        preset, _, options = hardware_program(row)
+        assert preset == name and options == {}
+        assert PRESETS[name].weight_dtype == "f8_143" and not PRESETS[name].biases

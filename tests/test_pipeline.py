@@ -148,7 +148,7 @@ def test_a_repeat_without_residual_carries_its_output_into_its_input():
 def test_a_host_placed_input_read_again_later_routes_from_its_replicas():
     """Without LayerNorm, Q/K/V read the host-placed input in place (one copy per column panel); the residual add
     reads it again on the stream, routed from those replicas (objects are per slot)."""
-    g = toolkit.build_graph("attention-b1", tokens=33, width=64, heads=4, head_dim=16, compute_tiles=32,
+    g = toolkit.build_graph("attention-block-b1", tokens=33, width=64, heads=4, head_dim=16, compute_tiles=32,
                             host_layout=True, layernorm=False)
     c = toolkit.compile(g, options={"check": True})
     assert c.placement.fits and c.check.passed

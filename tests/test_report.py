@@ -63,7 +63,7 @@ def test_programs_compare_by_op_and_kind_and_add_up() -> None:
 def test_no_hardware_comparison_where_the_graph_switches_change_the_graph() -> None:
     same = toolkit.build_graph("mlp-single-b1").params
     assert hardware_figure("mlp-single-b1", None, same)["hardware_cycles"] == 128_202
-    for changed in ({"layernorm": False}, {"batch": 2}, {"biases": False}):
+    for changed in ({"layernorm": True}, {"batch": 2}, {"biases": True}):
         assert hardware_figure("mlp-single-b1", None, toolkit.build_graph("mlp-single-b1", **changed).params) is None
 
 

@@ -15,7 +15,7 @@ from toolkit.simulate import roofline, simulate
 from toolkit.sweep import load_sweep, sweep  # toolkit.sweep is the function, as toolkit.check is
 from toolkit.target import Target, ipu21, load_target
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # the public boundary: every argument is checked against its annotation before any work, so a wrong-typed
 # call raises OptionError naming the argument (toolkit.fields.typed), not an error from deep inside

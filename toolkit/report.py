@@ -28,21 +28,33 @@ NUMBERS_SCHEMA = {
     "vs_hardware": pl.Float64,    # value / the hardware's figure (cycles; the check's max abs error) where one exists
     "source": pl.String,
 }
-#: ``toolkit/data/hardware_programs.csv``: one row per hardware figure. ``workload`` names the figure (the seeds'
-#: case directories keep their names, others are ``<preset>/<case>``); ``preset``, ``batch``, ``blocks`` and
-#: ``graph`` (JSON: further workload fields, e.g. ``{"fused_qkv": true}``) are the graph that ran, built by
-#: ``toolkit.build_graph``; ``options`` (JSON) are the compile options that express its program (weight format,
-#: pinned GEMM plans); ``missing`` names what we cannot express yet (empty: the row compiles as the hardware ran it)
+#: ``toolkit/data/hardware_programs.csv``, the one table of the real compiler's measured programs: one row per
+#: hardware figure. ``workload`` names the figure (the seeds' case directories keep their names, others are
+#: ``<preset>/<case>``); ``preset``, ``batch``, ``blocks`` and ``graph`` (JSON: further workload fields, e.g.
+#: ``{"fused_qkv": true}``) are the graph that ran, built by ``toolkit.build_graph``; ``options`` (JSON) are the
+#: compile options that express its program (weight format, pinned GEMM plans); ``lines`` the same program as
+#: ipu-stack's ``--gemm-plan-constraint`` lines where its docs print them (``;``-separated, empty otherwise);
+#: ``families`` the experiment families it belongs to (``;``-separated), ``member`` its label there and
+#: ``control_of`` the families whose control it is (:func:`plan_experiments` is that view); ``missing`` names
+#: what we cannot express yet (empty: the row compiles as the hardware ran it)
 HARDWARE_SCHEMA = {"workload": pl.String, "preset": pl.String, "batch": pl.Int64, "blocks": pl.Int64,
-                   "graph": pl.String, "options": pl.String, "hardware_cycles": pl.Int64, "source": pl.String,
+                   "graph": pl.String, "options": pl.String, "lines": pl.String, "hardware_cycles": pl.Int64,
+                   "families": pl.String, "member": pl.String, "control_of": pl.String, "source": pl.String,
                    "note": pl.String, "missing": pl.String}
+#: one row per (family, member) of :func:`plan_experiments`
+EXPERIMENTS_SCHEMA = {"family": pl.String, "member": pl.String, "workload": pl.String, "preset": pl.String,
+                      "batch": pl.Int64, "blocks": pl.Int64, "graph": pl.String, "options": pl.String,
+                      "lines": pl.String, "hardware_cycles": pl.Int64, "control": pl.Boolean,
+                      "expressible": pl.Boolean, "source": pl.String, "note": pl.String, "missing": pl.String}
 
 
 @cache
 def _hardware() -> pl.DataFrame:
     text = resources.files("toolkit").joinpath("data", "hardware_programs.csv").read_bytes()
     d = pl.read_csv(text, schema=HARDWARE_SCHEMA)
-    return d.with_columns(pl.col("missing").fill_null(""), (pl.col("missing").fill_null("") == "").alias("expressible"))
+    text_cols = ("lines", "families", "member", "control_of", "missing", "note")
+    d = d.with_columns(pl.col(c).fill_null("") for c in text_cols)
+    return d.with_columns((pl.col("missing") == "").alias("expressible"))
 
 
 def hardware_programs() -> pl.DataFrame:
@@ -50,6 +62,23 @@ def hardware_programs() -> pl.DataFrame:
     express it here (HARDWARE_SCHEMA plus ``expressible``: nothing is ``missing``); sources: HARDWARE.md section 5,
     the seeds and ``ipu-stack``'s documents named per row."""
     return _hardware().clone()
+
+
+def plan_experiments(family: str | None = None) -> pl.DataFrame:
+    """The experiment families of :func:`hardware_programs` (EXPERIMENTS_SCHEMA): one row per (family, member),
+    ``control`` marking each family's control, in the table's order (``family``: that family only)."""
+    d = (_hardware().filter(pl.col("families") != "")
+         .with_columns(pl.col("families").str.split(";").alias("family"))
+         .explode("family")
+         .with_columns(pl.col("control_of").str.split(";").list.contains(pl.col("family")).alias("control")))
+    if family is not None:
+        known = d["family"].unique(maintain_order=True).to_list()
+        if family not in known:
+            from toolkit.errors import OptionError
+            raise OptionError(f"unknown experiment family {family!r}; known: {', '.join(known)}", field="family",
+                              value=family)
+        d = d.filter(pl.col("family") == family)
+    return d.select(list(EXPERIMENTS_SCHEMA)).cast(EXPERIMENTS_SCHEMA)
 
 
 def hardware_check_errors() -> pl.DataFrame:
@@ -78,20 +107,22 @@ def hardware_figure(workload: str, options: Any = None, params: dict | None = No
     weight format, program options) is exactly the one compiled."""
     named = _hardware().filter(pl.col("workload") == workload)
     if named.height:
-        if options is not None and (getattr(options, "weight_dtype", None) is not None
-                                    or getattr(options, "early_casts", None) is not None
-                                    or any((getattr(options, f"{q}_dtype", None) or "f16") != "f16"
-                                           for q in ("qk", "pv"))):
-            return None
-        if params is not None:
-            from toolkit.graph import PRESETS
-            preset = PRESETS.get(workload)
-            if preset is not None and any(k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
+        from toolkit.graph import PRESETS
+        preset = PRESETS.get(workload)
+        if options is not None:
+            for name in ("weight_dtype", "early_casts"):   # a format other than the preset's is another graph
+                value = getattr(options, name, None)
+                if value is not None and (preset is None or value != getattr(preset, name)):
+                    return None
+            if any((getattr(options, f"{q}_dtype", None) or "f16") != "f16" for q in ("qk", "pv")):
                 return None
+        if params is not None and preset is not None and any(
+                k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
+            return None
         return named.row(0, named=True)
     if options is None or params is None:
         return None
-    for row in _hardware().filter((pl.col("preset") == workload) & pl.col("expressible")).iter_rows(named=True):
+    for row in _hardware().filter(pl.col("expressible")).iter_rows(named=True):
         if _runs(row, options, params):   # the figure of this very program (the first listed: the newest kernels)
             return row
     return None
@@ -104,12 +135,17 @@ PROGRAM_OPTIONS = ("plans", "plan_search", "row_block", "stream_block", "row_sha
 
 
 def _runs(row: dict, options: Any, params: dict) -> bool:
-    """Whether compiling a graph of ``params`` with ``options`` is the program of hardware figure ``row``."""
+    """Whether compiling a graph of ``params`` with ``options`` is the program of hardware figure ``row``: the same
+    graph (whatever preset name built it) and the same program options."""
+    from toolkit.graph import PRESETS, get_workload
     from toolkit.options import as_options
-    graph = {"batch": row["batch"], "blocks": row["blocks"], **json.loads(row["graph"] or "{}")}
-    wanted = as_options(json.loads(row["options"] or "{}"))
-    dtype = wanted.weight_dtype or params.get("weight_dtype")
-    return (all(params.get(k) == v for k, v in graph.items()) and params.get("weight_dtype") == dtype
+    preset, overrides, wanted = hardware_program(row)
+    if preset not in PRESETS:
+        return False
+    ran = get_workload(preset, **overrides)
+    wanted = as_options(wanted)
+    dtype = wanted.weight_dtype or ran.weight_dtype
+    return (all(params.get(k) == getattr(ran, k) for k in GRAPH_FIELDS) and params.get("weight_dtype") == dtype
             and all(getattr(wanted, f) == getattr(options, f, None) for f in PROGRAM_OPTIONS))
 
 
@@ -242,5 +278,6 @@ def compare_peaks(compilations: Any) -> pl.DataFrame:
                               for n, _ in items[1:])).sort("tile")
 
 
-__all__ = ["HARDWARE_SCHEMA", "KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs",
-           "hardware_check_errors", "hardware_figure", "hardware_program", "hardware_programs", "numbers", "op_cycles"]
+__all__ = ["EXPERIMENTS_SCHEMA", "HARDWARE_SCHEMA", "KINDS", "NUMBERS_SCHEMA", "compare_peaks", "compare_programs",
+           "hardware_check_errors", "hardware_figure", "hardware_program", "hardware_programs", "numbers", "op_cycles",
+           "plan_experiments"]

@@ -145,8 +145,9 @@ def test_ops_are_numbered_as_ipu_stack_numbers_them() -> None:
         return {n: op["name"] for n, op in op_numbers(list(toolkit.build_graph(name).ops.iter_rows(named=True)))
                 .items()}
     assert numbers("mlp-single-b1") == {0: "mlp.fc1", 2: "mlp.fc2"}   # gemm, gelu, gemm; the LayerNorm counts 0
-    assert numbers("attention-b1") == {0: "attn.q", 1: "attn.k", 2: "attn.v", 7: "attn.proj"}
-    assert numbers("attention-fused-b1") == {0: "attn.qkv", 8: "attn.proj"}   # gemm + three slices
+    assert numbers("attention-b1") == {0: "attn.q", 1: "attn.k", 2: "attn.v"}   # the hardware's: no projection
+    assert numbers("attention-block-b1") == {0: "attn.q", 1: "attn.k", 2: "attn.v", 7: "attn.proj"}
+    assert numbers("attention-block-fused-b1") == {0: "attn.qkv", 8: "attn.proj"}   # gemm + three slices
 
 
 @settings(max_examples=40, deadline=None)

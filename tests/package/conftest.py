@@ -12,7 +12,7 @@ from toolkit.placement import place
 
 @pytest.fixture(scope="session")
 def repeat2():
-    return toolkit.compile(toolkit.build_graph("mlp-small-repeat", blocks=2))
+    return toolkit.compile(toolkit.build_graph("mlp-block-small-repeat", blocks=2))
 
 
 @pytest.fixture(scope="session")

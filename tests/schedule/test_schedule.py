@@ -47,8 +47,8 @@ def test_one_attention_head():
 
 
 def test_repeat_is_one_symbolic_block():
-    g = toolkit.build_graph("mlp-small-repeat")
-    one = toolkit.build_graph("mlp-small-repeat", blocks=1)
+    g = toolkit.build_graph("mlp-block-small-repeat")
+    one = toolkit.build_graph("mlp-block-small-repeat", blocks=1)
     p = LayoutParams(row_block=36)
     s3, s1 = schedule(g, p, T, tiles=64), schedule(one, p, T, tiles=64)
     assert s3.phases.height == s1.phases.height          # symbolic: not 3x the phases

@@ -139,8 +139,8 @@ def test_every_delta_chart_says_what_its_numbers_are_and_their_scope() -> None:
 def test_a_program_comparison_counts_a_missing_op_as_zero_in_its_delta_as_its_chart_draws_it() -> None:
     """The table said null where the delta chart drew the whole cost (as compare() once did for kernels)."""
     from toolkit.report import compare_programs
-    with_ln = toolkit.compile("mlp-small-repeat", options={"row_block": 36})
-    without = toolkit.compile(toolkit.build_graph("mlp-small-repeat", layernorm=False), options={"row_block": 36})
+    with_ln = toolkit.compile("mlp-block-small-repeat", options={"row_block": 36})
+    without = toolkit.compile(toolkit.build_graph("mlp-block-small-repeat", layernorm=False), options={"row_block": 36})
     frame = compare_programs({"a": with_ln, "b": without})
     ln = frame.filter(pl.col("op") == "mlp.ln").row(0, named=True)
     assert ln["b_cycles"] is None and ln["b_delta_cycles"] == -ln["a_cycles"] != 0

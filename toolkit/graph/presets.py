@@ -11,12 +11,11 @@ hardware benchmarks ran (``crates/ipu-tests/src/main.rs``, its
   operand layout; F16 GEMMs unless ``--fp8-scale`` (then F143 weights);
   ``--mlp-batch`` (default 4 there, 1 here: the plan sweeps of
   docs/MLP_LAYOUT_SWEEP.md run batch 1) and ``--mlp-blocks`` (one structured
-  repeat) map to ``batch`` and ``blocks``. The seeds' five workloads
+  repeat) map to ``batch`` and ``blocks``. The seeds' workloads
   (seeds/joint-sram-placement.md: ``mlp-single-b1``, ``mlp-single-b4``,
   ``mlp-b2-n3``, ``mlp-small-repeat`` with 129 tokens, width 128, hidden 256
-  on 64 tiles) are this benchmark at F143 scale -4; their directory names are
-  our ``mlp-*`` presets, which keep the LayerNorm, biases and residual of a
-  real encoder MLP.
+  on 64 tiles) are this benchmark at F143 scale -4, and their presets are
+  exactly that graph.
 - ``siglip-attention-benchmark``: projected attention, 16 heads of 72 over
   729 tokens (main.rs): Q, K and V projections of the host-placed input
   (``--fuse-qkv``: one QKV GEMM) with no biases and no LayerNorm, per-head
@@ -27,12 +26,16 @@ hardware benchmarks ran (``crates/ipu-tests/src/main.rs``, its
   (main.rs) unless ``--fp8-scale`` (docs/ATTENTION_AND_STATISTICS_2026_09_11.md
   and docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md run projections at F143
   scale -4, FP16 attention products); ``--attention-batch`` maps to
-  ``batch``. Our ``attention-b1`` / ``attention-fused-b1`` presets are the
-  seeds' directory names for this benchmark at F143 scale -4 (separate /
-  fused QKV) but keep the LayerNorm, biases, projection and residual.
+  ``batch``. The seeds' ``attention-b1`` / ``attention-fused-b1`` presets are
+  this benchmark at F143 scale -4 (separate / fused QKV).
 - ``siglip-vit`` (``--workload siglip-vit-benchmark``: So400m/14 encoder
   layers with the image embedding and MAP pooling, main.rs) is built in
   ``toolkit.graph.vit``.
+
+Our own encoder blocks, with the LayerNorm, biases, output projection and
+residual of a real encoder layer, have names of their own: ``mlp-block-b1``,
+``mlp-block-small-repeat``, ``attention-block-b1``, ``attention-block-fused-b1``
+(before toolkit 0.2.0 they were the seeds' names: :data:`RENAMED`).
 
 main.rs's other workloads have no preset: ``gemm-smoke`` /
 ``batched-gemm-smoke`` / ``gemm-benchmark`` (one F16 GEMM), ``mlp-smoke``
@@ -103,6 +106,9 @@ class Workload:
 
 
 _SO400M = {"tokens": 729, "width": 1152, "hidden": 4304, "heads": 16, "head_dim": 72}
+#: ipu-stack's benchmark graphs as the seeds' cases ran them (crates/ipu-tests/src/main.rs at --fp8-scale -4)
+_HW_MLP = {"weight_dtype": "f8_143", "biases": False, "layernorm": False, "residual": False, "host_layout": True}
+_HW_ATTENTION = {**_HW_MLP, "projection": False}
 _BASE = {"tokens": 196, "width": 768, "hidden": 3072, "heads": 12, "head_dim": 64}
 
 PRESETS: dict[str, Workload] = {w.name: w for w in (
@@ -113,15 +119,36 @@ PRESETS: dict[str, Workload] = {w.name: w for w in (
                          "(ipu-stack's siglip-vit-benchmark, docs/SIGLIP_VIT_BENCHMARK.md)"),
     Workload(name="siglip-base", kind="encoder", **_BASE, blocks=12,
              description="SigLIP base vision encoder: 12 encoder layers"),
+    # the seeds' case directories (seeds/joint-sram-placement.md) are ipu-stack's benchmark graphs at the
+    # hardware's precision (F143 scale -4 weights): Dense-GeLU-Dense / projected attention, no biases, LayerNorm,
+    # residual or output projection, the input written by the host in its first consumer's operand layout
     Workload(name="mlp-small-repeat", kind="mlp", tokens=129, width=128, hidden=256, blocks=3, compute_tiles=64,
-             description="small MLP repeated 3 times on 64 compute tiles"),
-    Workload(name="mlp-single-b1", kind="mlp", **_SO400M, batch=1, description="so400m MLP block, batch 1"),
-    Workload(name="mlp-single-b4", kind="mlp", **_SO400M, batch=4, description="so400m MLP block, batch 4"),
-    Workload(name="attention-b1", kind="attention", **_SO400M, search_qkv=False,
-             description="so400m attention, separate QKV"),
+             **_HW_MLP, description="the seeds' mlp-small-repeat: siglip-mlp-benchmark at 129 tokens, 128 -> 256 "
+                                    "-> 128, 3 blocks as one repeat on 64 compute tiles, F143 weights"),
+    Workload(name="mlp-single-b1", kind="mlp", **_SO400M, batch=1, **_HW_MLP,
+             description="the seeds' mlp-single-b1: siglip-mlp-benchmark batch 1, F143 weights"),
+    Workload(name="mlp-single-b4", kind="mlp", **_SO400M, batch=4, **_HW_MLP,
+             description="the seeds' mlp-single-b4: siglip-mlp-benchmark batch 4, F143 weights"),
+    Workload(name="mlp-b2-n3", kind="mlp", **_SO400M, batch=2, blocks=3, **_HW_MLP,
+             description="the seeds' mlp-b2-n3: siglip-mlp-benchmark batch 2, 3 blocks as one repeat, F143 weights"),
+    Workload(name="attention-b1", kind="attention", **_SO400M, search_qkv=False, **_HW_ATTENTION,
+             description="the seeds' attention-b1: siglip-attention-benchmark batch 1, separate Q/K/V, F143 "
+                         "projection weights, FP16 products"),
     Workload(name="attention-fused-b1", kind="attention", **_SO400M, fused_qkv=True, search_qkv=False,
-             description="so400m attention, fused QKV"),
-    Workload(name="mlp-b2-n3", kind="mlp", **_SO400M, batch=2, blocks=3, description="so400m MLP, batch 2, 3 blocks"),
+             **_HW_ATTENTION, description="the seeds' attention-fused-b1: siglip-attention-benchmark batch 1, "
+                                          "fused QKV (--fuse-qkv), F143 projection weights, FP16 products"),
+    # our encoder blocks, with the LayerNorm, biases and residual of a real encoder layer (explicit names)
+    Workload(name="mlp-block-b1", kind="mlp", **_SO400M,
+             description="so400m encoder MLP block (LayerNorm, biases, residual), batch 1, F143 weights"),
+    Workload(name="mlp-block-small-repeat", kind="mlp", tokens=129, width=128, hidden=256, blocks=3,
+             compute_tiles=64, description="small encoder MLP block (LayerNorm, biases, residual) repeated 3 "
+                                           "times on 64 compute tiles"),
+    Workload(name="attention-block-b1", kind="attention", **_SO400M, search_qkv=False,
+             description="so400m encoder attention block (LayerNorm, biases, output projection, residual), "
+                         "separate QKV"),
+    Workload(name="attention-block-fused-b1", kind="attention", **_SO400M, fused_qkv=True, search_qkv=False,
+             description="so400m encoder attention block (LayerNorm, biases, output projection, residual), "
+                         "fused QKV"),
     Workload(name="encoder-b8", kind="encoder", **_SO400M, batch=8,
              description="one so400m encoder layer, batch 8 (the audit's scale case)"),
     Workload(name="siglip-mlp-benchmark", kind="mlp", **_SO400M, weight_dtype="f16", biases=False,
@@ -135,6 +162,39 @@ PRESETS: dict[str, Workload] = {w.name: w for w in (
                          "LayerNorm) and attention, no output projection or residual, input placed by the host, "
                          "F16 GEMMs"),
 )}
+
+
+#: preset names whose meaning changed, with the version that changed it and the name (and overrides) of what
+#: they meant before: a case or sweep written before that version under the old name compiled the other graph
+RENAMED: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "mlp-small-repeat": ("0.2.0", "mlp-block-small-repeat", {}),
+    "mlp-single-b1": ("0.2.0", "mlp-block-b1", {}),
+    "mlp-single-b4": ("0.2.0", "mlp-block-b1", {"batch": 4}),
+    "mlp-b2-n3": ("0.2.0", "mlp-block-b1", {"batch": 2, "blocks": 3}),
+    "attention-b1": ("0.2.0", "attention-block-b1", {}),
+    "attention-fused-b1": ("0.2.0", "attention-block-fused-b1", {}),
+}
+
+
+def renamed_since(name: str, version: str) -> str | None:
+    """Why a case of preset ``name`` written by toolkit ``version`` compiled another graph than the name means
+    now (None when it did not): the name's former meaning and its new name."""
+    if name not in RENAMED:
+        return None
+    changed, new, overrides = RENAMED[name]
+    if _version(version) >= _version(changed):
+        return None
+    extra = "".join(f", {k}={v}" for k, v in overrides.items())
+    return (f"workload {name!r} was our encoder block (LayerNorm, biases, residual) before toolkit {changed}; that "
+            f"graph is now {new!r}{extra}, and {name!r} is the hardware's graph")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in str(text).split(".")[:3]:
+        digits = "".join(ch for ch in p if ch in "0123456789")
+        parts.append(int(digits[:9]) if digits else 0)
+    return tuple(parts)
 
 
 def workloads() -> pl.DataFrame:
