@@ -39,7 +39,7 @@ from toolkit.placement import Placement, PlacementOptions, place, verify_placeme
 from toolkit.profile import Profile
 from toolkit.schedule import Schedule, block_instances, schedule
 from toolkit.schedule.verify import verify_schedule
-from toolkit.simulate import simulate
+from toolkit.simulate import phase_order, simulate
 from toolkit.target import Target, ipu21, with_kernel_build
 from toolkit.tiles import TilePrograms, lower_tiles
 
@@ -139,6 +139,24 @@ class Compilation:
         pass ``summary`` (``self.summary()``) when it is at hand."""
         from toolkit.report import numbers
         return numbers(self, summary)
+
+    def spans(self) -> pl.DataFrame:
+        """The simulated profile's regions (``toolkit.profile.spans``): every repeat instance (``layer[i]``) and
+        the program before and after the repeated block, each from its first sample start to its last end."""
+        from toolkit.profile.spans import spans
+        if self.profile is None:
+            raise OptionError("this compilation has no profile (compiled with simulate=False)", field="profile",
+                              value=None)
+        return spans(self.profile, phase_order(self.schedule))
+
+    def region_cycles(self, region: str) -> int:
+        """The simulated cycles of one region: a :meth:`spans` label or an instance range (``layer[1:]``: every
+        instance after the first, the span the hardware's ``repeat-remainder`` sample covers)."""
+        from toolkit.profile.spans import region_cycles
+        if self.profile is None:
+            raise OptionError("this compilation has no profile (compiled with simulate=False)", field="profile",
+                              value=None)
+        return region_cycles(self.profile, region, phase_order(self.schedule))
 
     def lowered_cycles(self, kind: str | None = None) -> int:
         """The lowered estimate of the whole program (or of one phase kind), in cycles: compute and sync phases

@@ -106,19 +106,7 @@ def hardware_figure(workload: str, options: Any = None, params: dict | None = No
     graph field); else, given ``options`` and ``params``, the first figure whose program (preset, graph fields,
     weight format, program options) is exactly the one compiled."""
     named = _hardware().filter(pl.col("workload") == workload)
-    if named.height:
-        from toolkit.graph import PRESETS
-        preset = PRESETS.get(workload)
-        if options is not None:
-            for name in ("weight_dtype", "early_casts"):   # a format other than the preset's is another graph
-                value = getattr(options, name, None)
-                if value is not None and (preset is None or value != getattr(preset, name)):
-                    return None
-            if any((getattr(options, f"{q}_dtype", None) or "f16") != "f16" for q in ("qk", "pv")):
-                return None
-        if params is not None and preset is not None and any(
-                k in params and params[k] != getattr(preset, k) for k in GRAPH_FIELDS):
-            return None
+    if named.height and _same_graph(workload, options, params):
         return named.row(0, named=True)
     if options is None or params is None:
         return None
@@ -126,6 +114,22 @@ def hardware_figure(workload: str, options: Any = None, params: dict | None = No
         if _runs(row, options, params):   # the figure of this very program (the first listed: the newest kernels)
             return row
     return None
+
+
+def _same_graph(workload: str, options: Any, params: dict | None) -> bool:
+    """Whether a compile of preset ``workload`` with ``options`` (graph ``params``) is the graph its name means: the
+    preset's own weight format, casts, FP16 attention products and graph fields."""
+    from toolkit.graph import PRESETS
+    preset = PRESETS.get(workload)
+    if options is not None:
+        for name in ("weight_dtype", "early_casts"):   # a format other than the preset's is another graph
+            value = getattr(options, name, None)
+            if value is not None and (preset is None or value != getattr(preset, name)):
+                return False
+        if any((getattr(options, f"{q}_dtype", None) or "f16") != "f16" for q in ("qk", "pv")):
+            return False
+    return params is None or preset is None or all(
+        k not in params or params[k] == getattr(preset, k) for k in GRAPH_FIELDS)
 
 
 #: compile options that change the program a figure's options express (beside the graph's weight format)

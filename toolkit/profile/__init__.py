@@ -4,7 +4,8 @@ Read and write (:func:`read_profile`, :func:`read_capnp` for schema versions 1..
 :func:`write_capnp` for version 5, :func:`read_parquet` / :func:`write_parquet`),
 crop the way the hardware renderer does (:func:`crop`), ask where the cycles
 go (:func:`query`, :func:`barriers`, :func:`compare`, :func:`idle`), hold a
-prediction against a measurement (:func:`residuals`) and export
+prediction against a measurement (:func:`residuals`), measure a region
+(one repeat instance, an encoder span: :func:`spans`, :func:`region_cycles`) and export
 to Perfetto (:func:`export_perfetto`).
 """
 
@@ -27,6 +28,7 @@ from toolkit.profile.query import (
     query,
 )
 from toolkit.profile.residuals import RESIDUAL_COLUMNS, Residuals, residuals
+from toolkit.profile.spans import REMAINDER, SPANS_SCHEMA, region_cycles, spans
 from toolkit.profile.synthetic import synthetic_profile
 
 __all__ = [
@@ -35,7 +37,9 @@ __all__ = [
     "CROP_SCHEMA",
     "IDLE_SCHEMA",
     "QUERY_COLUMNS",
+    "REMAINDER",
     "RESIDUAL_COLUMNS",
+    "SPANS_SCHEMA",
     "TIMELINE_SCHEMA",
     "WAIT_SCHEMA",
     "Barriers",
@@ -53,7 +57,9 @@ __all__ = [
     "read_capnp",
     "read_parquet",
     "read_profile",
+    "region_cycles",
     "residuals",
+    "spans",
     "synthetic_profile",
     "timeline_categories",
     "wrap_delta",
