@@ -10,7 +10,10 @@
    the hardware's renderer-cropped cycles, never a corrected figure; then
    where each program's cycles go, per op (compute, exchange, sync; repeat
    instances multiplied in; a repeat's carry of its output into its input
-   counts to the block's last op). Rows sharing one program compile once.
+   counts to the block's last op). Rows sharing one program compile once. A
+   figure of one region of a program (``region``: a repeat-remainder span,
+   ``layer[1:]``) is set beside the same region of the simulated profile
+   (``toolkit.profile.region_cycles``).
    Figures we cannot express yet are listed with what is missing; a preset
    not built here yet is reported as not available.
 3. One repeated layer of each batch-1 27-layer program: its exchange beside
@@ -53,6 +56,9 @@ per_op = (toolkit.report.op_cycles(c).pivot("kind", index="op", values="cycles")
 order = c.graph.ops["name"].to_list()
 rows = {r["op"]: {k: int(r.get(k, 0) or 0) for k in ("compute", "exchange", "sync")}
         for r in per_op.iter_rows(named=True)}
+spans = c.spans()
+regions = {r: int(v) for r, v in zip(spans["region"], spans["span_cycles"])}
+regions.update({f"{b}[1:]": c.region_cycles(f"{b}[1:]") for b in spans["block"].drop_nulls().unique()})
 layer = (c.schedule.phases.filter(pl.col("block") != "main").group_by("kind").agg(pl.col("est_cycles").sum())
          .rows())   # one instance of the repeated block (the repeat table multiplies it)
 print(json.dumps({
@@ -60,7 +66,7 @@ print(json.dumps({
     "compute": int(c.lowered_cycles("compute")), "exchange": int(c.lowered_cycles("exchange")),
     "sync": int(c.lowered_cycles("sync")), "per_op": [[n, rows[n]] for n in order if n in rows],
     "ops": {k: int(v) for k, v in zip(*c.graph.ops["kind"].value_counts(sort=True))},
-    "plans": c.summary()["plans"].item(), "wall": wall, "layer": {k: int(v) for k, v in layer},
+    "plans": c.summary()["plans"].item(), "wall": wall, "regions": regions, "layer": {k: int(v) for k, v in layer},
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -156,14 +162,20 @@ def program_section(skip_27: bool) -> str:
     ratios: dict[str, list[float]] = {}
     for r in expressible.iter_rows(named=True):
         got = results[_key(r)]
-        lead = (f"| {r['workload']} | {r['preset']} | {r['batch']} | {r['blocks']} | `{r['graph']}` "
+        where = f" ({r['region']})" if r["region"] else ""
+        lead = (f"| {r['workload']}{where} | {r['preset']} | {r['batch']} | {r['blocks']} | `{r['graph']}` "
                 f"| `{r['options']}` | {r['hardware_cycles']:,} ")
         if "error" in got:
             lines.append(lead + f"| {got['error']} |" + " |" * 8 + f" {r['source']} |")
             continue
-        ratio = got["cropped"] / r["hardware_cycles"]
-        ratios.setdefault(r["preset"], []).append(ratio)
-        lines.append(lead + f"| {got['cropped']:,} | **{ratio:.3f}** | {got['compute']:,} | {got['exchange']:,} "
+        value = got["cropped"] if not r["region"] else got.get("regions", {}).get(r["region"])
+        if value is None:
+            lines.append(lead + f"| region {r['region']} not in the simulated profile |" + " |" * 8
+                         + f" {r['source']} |")
+            continue
+        ratio = value / r["hardware_cycles"]
+        ratios.setdefault(r["preset"] + (" (regions)" if r["region"] else ""), []).append(ratio)
+        lines.append(lead + f"| {value:,} | **{ratio:.3f}** | {got['compute']:,} | {got['exchange']:,} "
                      f"| {got['sync']:,} | {got['placed']} | {got['plans'] or 'grid'} | {got['wall']:.1f} "
                      f"| {r['source']} |")
     lines += ["", "| preset | figures compiled | median simulated / hardware | min | max |",
@@ -172,7 +184,8 @@ def program_section(skip_27: bool) -> str:
         lines.append(f"| {preset} | {len(rs)} | {statistics.median(rs):.3f} | {min(rs):.3f} | {max(rs):.3f} |")
     for preset in ratios:   # the order of one preset's programs with pinned plans: ranked as the hardware ranks them?
         pinned = [(r["hardware_cycles"], results[_key(r)]["cropped"]) for r in expressible.iter_rows(named=True)
-                  if r["preset"] == preset and "plans" in json.loads(r["options"]) and "error" not in results[_key(r)]]
+                  if r["preset"] == preset and not r["region"] and "plans" in json.loads(r["options"])
+                  and "error" not in results[_key(r)]]
         if len(pinned) > 2:
             ranks = pl.DataFrame({"h": [h for h, _ in pinned], "s": [x for _, x in pinned]}).select(
                 pl.col("h").rank(), pl.col("s").rank())

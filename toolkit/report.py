@@ -35,12 +35,14 @@ NUMBERS_SCHEMA = {
 #: compile options that express its program (weight format, pinned GEMM plans); ``lines`` the same program as
 #: ipu-stack's ``--gemm-plan-constraint`` lines where its docs print them (``;``-separated, empty otherwise);
 #: ``families`` the experiment families it belongs to (``;``-separated), ``member`` its label there and
-#: ``control_of`` the families whose control it is (:func:`plan_experiments` is that view); ``missing`` names
+#: ``control_of`` the families whose control it is (:func:`plan_experiments` is that view); ``region`` the part
+#: of the program the figure measures (empty: the whole program, renderer-cropped; else a region of
+#: :func:`toolkit.profile.region_cycles`, e.g. ``layer[1:]`` for a repeat-remainder sample); ``missing`` names
 #: what we cannot express yet (empty: the row compiles as the hardware ran it)
 HARDWARE_SCHEMA = {"workload": pl.String, "preset": pl.String, "batch": pl.Int64, "blocks": pl.Int64,
                    "graph": pl.String, "options": pl.String, "lines": pl.String, "hardware_cycles": pl.Int64,
                    "families": pl.String, "member": pl.String, "control_of": pl.String, "source": pl.String,
-                   "note": pl.String, "missing": pl.String}
+                   "note": pl.String, "region": pl.String, "missing": pl.String}
 #: one row per (family, member) of :func:`plan_experiments`
 EXPERIMENTS_SCHEMA = {"family": pl.String, "member": pl.String, "workload": pl.String, "preset": pl.String,
                       "batch": pl.Int64, "blocks": pl.Int64, "graph": pl.String, "options": pl.String,
@@ -52,7 +54,7 @@ EXPERIMENTS_SCHEMA = {"family": pl.String, "member": pl.String, "workload": pl.S
 def _hardware() -> pl.DataFrame:
     text = resources.files("toolkit").joinpath("data", "hardware_programs.csv").read_bytes()
     d = pl.read_csv(text, schema=HARDWARE_SCHEMA)
-    text_cols = ("lines", "families", "member", "control_of", "missing", "note")
+    text_cols = ("lines", "families", "member", "control_of", "missing", "note", "region")
     d = d.with_columns(pl.col(c).fill_null("") for c in text_cols)
     return d.with_columns((pl.col("missing") == "").alias("expressible"))
 
@@ -105,12 +107,13 @@ def hardware_figure(workload: str, options: Any = None, params: dict | None = No
     options change its graph, or when ``params``, the compiled graph's parameters, differ from the preset's in a
     graph field); else, given ``options`` and ``params``, the first figure whose program (preset, graph fields,
     weight format, program options) is exactly the one compiled."""
-    named = _hardware().filter(pl.col("workload") == workload)
+    whole = _hardware().filter(pl.col("region") == "")   # figures of one region of a program are not the program's
+    named = whole.filter(pl.col("workload") == workload)
     if named.height and _same_graph(workload, options, params):
         return named.row(0, named=True)
     if options is None or params is None:
         return None
-    for row in _hardware().filter(pl.col("expressible")).iter_rows(named=True):
+    for row in whole.filter(pl.col("expressible")).iter_rows(named=True):
         if _runs(row, options, params):   # the figure of this very program (the first listed: the newest kernels)
             return row
     return None

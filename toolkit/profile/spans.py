@@ -1,8 +1,9 @@
 """Regions of a profile: the cycles of one repeat instance, of an encoder span, of what runs before or after.
 
 The hardware's profiles of repeated programs (ipu-stack docs/VIT_REPEAT_2026_09_10.md) sample the first
-repeat instance in detail and cover the other instances with one ``repeat-remainder`` sample per tile, and
-its figures quote such spans ("the second-iteration remainder spans 493,224 cycles"). :func:`spans` measures
+repeat instance in detail and cover the other instances with one ``repeat-remainder`` sample per tile (its
+``iterations`` metadata counts them), and its figures quote such spans ("the second-iteration remainder
+spans 493,224 cycles"). :func:`spans` measures
 every region of a profile the same way: from the region's earliest sample start to its latest sample end over
 all tiles, on the cropped clock (:func:`toolkit.profile.crop`), so a region of a simulated profile and the
 same region of a capture compare directly.
@@ -46,13 +47,14 @@ def spans(profile: Profile | Crop, order: pl.DataFrame | None = None) -> pl.Data
     profile (columns ``event``, ``block``, ``instance``; :func:`toolkit.simulate.phase_order`), naming repeat
     instances and the phases around them; without it, regions are the remainder sample and the epochs."""
     c = _cropped(profile)
-    s = c.samples.lazy().select("tile", "phase", "epoch", "operation", "start_offset_cycles", "end_offset_cycles")
+    s = c.samples.lazy().select("tile", "phase", "epoch", "operation", "kernel", "start_offset_cycles",
+                                "end_offset_cycles")
     if order is not None:
         labels = _labels(order)
         s = (s.join(labels.lazy(), left_on="phase", right_on="event", how="left")
              .with_columns(pl.col("region").fill_null(pl.lit("before all")), pl.col("_at").fill_null(-1)))
     else:
-        remainder = pl.col("operation") == REMAINDER
+        remainder = (pl.col("operation") == REMAINDER) | (pl.col("kernel") == REMAINDER)
         s = s.with_columns(
             pl.when(remainder).then(pl.lit("remainder")).otherwise(pl.format("epoch {}", "epoch")).alias("region"),
             pl.lit(None, tables.STR).alias("block"),
