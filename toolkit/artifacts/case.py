@@ -218,16 +218,51 @@ class Case:
         return short_repr(self, workload=self.manifest.get("workload"), source=self.manifest.get("source"))
 
 
+#: how many times a load starts again when the case directory is replaced while it is read
+LOAD_ATTEMPTS = 8
+
+
 def load_case(case: str | Path) -> Case:
     """Read a case directory written by :func:`write_case` (``toolkit.load``): only the files its manifest
     lists, after every one passes its size and SHA-256 check.
 
     A manifest this toolkit must not read is refused by name (:func:`toolkit.artifacts.refusals`: a newer
-    ``toolkit_version``, unknown or ill-typed options)."""
+    ``toolkit_version``, unknown or ill-typed options). The case is one whole case or a FormatError: the
+    directory is held open while it is read, and a read during which another directory took its name (a
+    ``compile --overwrite`` replacing it) starts again, up to ``LOAD_ATTEMPTS`` times."""
     if not isinstance(case, str | os.PathLike):
         raise OptionError(f"case={case!r} must be a path to a case directory, not {type(case).__name__}",
                           field="case", value=case)
-    return _load_once(Path(case))
+    case = Path(case)
+    for _ in range(LOAD_ATTEMPTS):
+        try:
+            held = os.open(case, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return _load_once(case)   # not a directory (or gone): the read names the problem
+        try:   # while held, the directory's inode cannot be reused: the same identity is the same directory
+            before = _identity(os.fstat(held))
+            try:
+                loaded, error = _load_once(case), None
+            except FormatError as exc:
+                loaded, error = None, exc
+            try:
+                after = _identity(os.stat(case))
+            except OSError:
+                after = None
+        finally:
+            os.close(held)
+        if after == before:
+            if error is not None:
+                raise error
+            return loaded
+    msg = (f"the case directory was replaced while it was read, {LOAD_ATTEMPTS} times in a row (another run is "
+           f"writing it with --overwrite); nothing was returned: read it again when the writer is done")
+    raise FormatError(msg, file=str(case), field="case")
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    """A directory's identity: its device and inode, and its change time (a rename out and back changes it)."""
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def _load_once(case: Path) -> Case:
