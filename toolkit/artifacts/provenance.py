@@ -204,6 +204,14 @@ class Staleness:
         """``""`` when current, else ``stale: <reason>; <reason>`` (what the notebooks and reports show)."""
         return "" if not self.reasons else "stale: " + "; ".join(self.reasons)
 
+    @property
+    def short(self) -> str:
+        """``current`` or ``stale: <first reason> (+N more)``: the label beside a case's numbers in a table."""
+        if not self.reasons:
+            return "current"
+        more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
+        return f"stale: {self.reasons[0]}{more}"
+
     def __str__(self) -> str:
         return self.label or "current: compiled by this toolkit under today's options, target, cost model and workload"
 
