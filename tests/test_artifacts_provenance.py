@@ -105,6 +105,27 @@ def test_an_override_is_recorded_as_one_and_is_not_a_difference(case) -> None:
         assert staleness(m).reasons == (f"workload {NAME!r} definition differs: tokens 129 -> 128",)
 
 
+def test_an_older_kernel_build_and_a_custom_target_are_compared_as_they_were_compiled(case, monkeypatch) -> None:
+    from toolkit.artifacts.provenance import jsonable
+    from toolkit.target import with_kernel_build
+    m = _manifest(case)
+    opts = as_options({**m["options"], "kernel_build": "2026-09-07"})
+    old = with_kernel_build(ipu21(), "2026-09-07")
+    m["options"], m["target"] = jsonable(opts.to_dict()), jsonable(old)
+    m["provenance"] = provenance(opts, old, get_workload(NAME))
+    assert m["provenance"]["target"]["base"] == "ipu21"
+    assert m["provenance"]["cost_model"]["kernel_build_changes"] == KERNEL_BUILDS["2026-09-07"]
+    assert not staleness(m).stale
+    custom = ipu21().replace(grid_columns=23)   # a target of its own: compared with itself as today reads it
+    c = {**m, "target": jsonable(custom), "provenance": provenance(opts, custom, get_workload(NAME))}
+    assert c["provenance"]["target"]["base"] is None and not staleness(c).stale
+    monkeypatch.setitem(KERNEL_BUILDS, "2026-09-07", {**KERNEL_BUILDS["2026-09-07"], "softmax_panel_cycles": 70})
+    assert staleness(m).reasons == ("cost model differs: kernel build '2026-09-07' constants changed: "
+                                    "softmax_panel_cycles 71 -> 70",)
+    monkeypatch.setattr(toolkit.target, "ipu21", lambda: Target(grid_columns=32))
+    assert staleness(m).parts == ("target", "cost_model") and not staleness(c).stale
+
+
 # -- stale, and why ----------------------------------------------------------------------------------------------
 def _no_layernorm(mp):
     mp.setitem(PRESETS, NAME, dataclasses.replace(PRESETS[NAME], layernorm=False))

@@ -32,10 +32,17 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import OptionError
+
+if TYPE_CHECKING:
+    from toolkit.graph import Workload
+    from toolkit.options import Options
+    from toolkit.pipeline import Compilation
+    from toolkit.target import Target
 
 #: the manifest field that holds the provenance block, and the block's format
 PROVENANCE = "provenance"
@@ -68,9 +75,10 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def provenance(options, target, workload=None, *, version: str | None = None) -> dict[str, Any]:
+def provenance(options: Options, target: Target, workload: Workload | Mapping[str, Any] | None = None, *,
+               version: str | None = None) -> dict[str, Any]:
     """The provenance block of a compile of ``workload`` (a :class:`~toolkit.graph.Workload` or None: not a
-    workload) under ``options`` (:class:`~toolkit.options.Options`) for ``target``
+    workload; a mapping: a Workload's fields) under ``options`` (:class:`~toolkit.options.Options`) for ``target``
     (:class:`~toolkit.target.Target`, its kernel build applied) by toolkit ``version`` (default: this one).
     :func:`write_case` records it; :func:`staleness` recomputes it for what today's toolkit would use."""
     from toolkit import __version__
@@ -90,7 +98,7 @@ def provenance(options, target, workload=None, *, version: str | None = None) ->
                        "kernel_build_changes": jsonable(KERNEL_BUILDS.get(build, {}))},
     }
     fields = workload_fields(workload)
-    preset = PRESETS.get(fields["name"]) if fields else None
+    preset = PRESETS.get(fields.get("name")) if fields else None
     out["workload"] = {
         "sha256": digest(fields), "fields": fields, "preset": preset is not None,
         "overrides": None if preset is None else {k: v for k, v in fields.items()
@@ -99,14 +107,14 @@ def provenance(options, target, workload=None, *, version: str | None = None) ->
     return out
 
 
-def workload_fields(workload) -> dict[str, Any] | None:
+def workload_fields(workload: Workload | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The definition of a :class:`~toolkit.graph.Workload` as JSON values (its description aside)."""
     if workload is None:
         return None
     return {k: v for k, v in jsonable(workload).items() if k not in _NOT_DEFINITION}
 
 
-def compiled_workload(compilation):
+def compiled_workload(compilation: Compilation) -> Workload | None:
     """The :class:`~toolkit.graph.Workload` a compilation built, from its graph's parameters (which hold every
     Workload field as resolved); None when the graph was not built from one (a hand-made Graph)."""
     from toolkit.graph import Workload
@@ -120,7 +128,7 @@ def compiled_workload(compilation):
         return None
 
 
-def compilation_provenance(compilation) -> dict[str, Any]:
+def compilation_provenance(compilation: Compilation) -> dict[str, Any]:
     """:func:`provenance` of a :class:`~toolkit.Compilation` (what :func:`~toolkit.artifacts.write_case`
     records)."""
     return provenance(compilation.options, compilation.target, compiled_workload(compilation))
@@ -178,7 +186,7 @@ def refusals(manifest: dict) -> list[Refusal]:
     return out
 
 
-def resolve_options(options: dict):
+def resolve_options(options: Mapping[str, Any]) -> Options:
     """The recorded options as today's :func:`~toolkit.options.as_options` resolves them (OptionError naming
     the option when it refuses one)."""
     from toolkit.options import as_options
