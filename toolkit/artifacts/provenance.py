@@ -255,8 +255,6 @@ def _staleness(found: list[tuple[str, str]], version: Any) -> Staleness:
 
 def _current(manifest: dict, recorded: dict) -> tuple[dict, dict[str, Any]]:
     """Today's provenance for ``manifest`` and what it was computed from (the options, target, workload)."""
-    import dataclasses as dc
-
     from toolkit.graph.presets import PRESETS
     from toolkit.target import KERNEL_BUILDS, ipu21, with_kernel_build
     opts = resolve_options(manifest.get("options") or {})
@@ -275,8 +273,8 @@ def _current(manifest: dict, recorded: dict) -> tuple[dict, dict[str, Any]]:
         if rw is None:   # no provenance: the CLI's batch and blocks flags are the only overrides it could hold
             params = manifest.get("params") or {}
             overrides = {k: params[k] for k in ("batch", "blocks") if params.get(k) is not None}
-        known = {f.name for f in dc.fields(PRESETS[name])}
-        workload = dc.replace(PRESETS[name], **{k: v for k, v in (overrides or {}).items() if k in known})
+        known = {f.name for f in dataclasses.fields(PRESETS[name])}
+        workload = dataclasses.replace(PRESETS[name], **{k: v for k, v in (overrides or {}).items() if k in known})
     elif rw is not None and rw.get("fields"):   # not a preset (today): its recorded definition, as is
         workload = rw["fields"]
     now = provenance(opts, target, workload)
