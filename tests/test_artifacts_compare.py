@@ -32,6 +32,7 @@ def test_compare_has_one_typed_row_per_case_with_the_manifests_numbers(cases):
     assert table.height == 6 and table["case"].to_list() == NAMES
     assert dict(table.schema) == ac.COMPARE_SCHEMA
     assert set(ac.COLUMNS) == set(table.columns)
+    assert table["provenance"].str.starts_with("stale: written before provenance was recorded").all()
     hw = dict(hardware_programs().select("workload", "hardware_cycles").iter_rows())
     for row in table.iter_rows(named=True):
         m = json.loads((ROOT / row["case"] / "manifest.json").read_text())
@@ -117,6 +118,9 @@ def test_check_cases_passes_the_committed_cases_and_says_so():
     assert dict(checks.schema) == ac.CHECK_SCHEMA
     assert checks["case"].to_list() == NAMES and checks["passed"].all()
     assert ac.verdict(checks).startswith("All 6 cases pass")
+    # written before provenance was recorded: they pass their checks but are stale, and the verdict says so
+    assert checks["stale"].all() and checks["provenance"].str.starts_with("stale: written before provenance").all()
+    assert "All 6 are stale, though" in ac.verdict(checks) and "regenerate them" in ac.verdict(checks)
 
 
 def test_check_cases_names_a_tampered_file(tmp_path):

@@ -37,10 +37,13 @@ from toolkit.schedule import block_instances
 CHECK_SCHEMA: tables.Schema = {
     "case": tables.STR, "files": tables.BIG, "integrity_problems": tables.BIG, "consistency_problems": tables.BIG,
     "passed": pl.Boolean, "problems": tables.STR,   # every problem, "; "-separated ("" when the case passes)
+    "stale": pl.Boolean,     # compiled by another toolkit or under another definition (Case.stale); null: unread
+    "provenance": tables.STR,   # Staleness.short: "current" or "stale: <first reason> (+N more)"
 }
 #: compare_cases: one row per case; the unit and meaning of every column are in COLUMNS
 COMPARE_SCHEMA: tables.Schema = {
-    "case": tables.STR, "workload": tables.STR, "source": tables.STR, "tiles_used": tables.BIG,
+    "case": tables.STR, "provenance": tables.STR, "workload": tables.STR, "source": tables.STR,
+    "tiles_used": tables.BIG,
     "simulated_cycles": tables.BIG, "simulated_us": pl.Float64, "hardware_cycles": tables.BIG,
     "vs_hardware": pl.Float64, "lowered_cycles": tables.BIG, "lowered_compute_cycles": tables.BIG,
     "lowered_exchange_cycles": tables.BIG, "lowered_sync_cycles": tables.BIG, "max_abs_error": pl.Float64,
@@ -50,6 +53,9 @@ COMPARE_SCHEMA: tables.Schema = {
 #: column -> (unit, what the number is)
 COLUMNS: dict[str, tuple[str, str]] = {
     "case": ("", "the case directory's name"),
+    "provenance": ("", "current, or stale: compiled by another toolkit version or under other options, target, "
+                       "cost model or workload definition than this toolkit would use (the first reason; "
+                       "Case.provenance_report and toolkit.artifacts.stale_artifacts list them all)"),
     "workload": ("", "the preset the case compiled (manifest workload)"),
     "source": ("", "where the profile came from: simulated (this toolkit's simulator) or hardware"),
     "tiles_used": ("tiles", "tiles with any step"),
@@ -122,9 +128,11 @@ def check_cases(root: str | Path) -> pl.DataFrame:
         mine = consistency.filter(pl.col("case") == d.as_posix())   # check_artifacts repeats the integrity ones
         other = [p for f, p in zip(mine["field"], mine["problem"], strict=True) if (f, p) not in found]
         files = _manifest_files(d)
+        prov = _staleness(d) if not integrity else None
         rows.append({"case": d.name, "files": files, "integrity_problems": len(integrity),
                      "consistency_problems": len(other), "passed": not integrity and not other,
-                     "problems": "; ".join([*integrity, *other])})
+                     "problems": "; ".join([*integrity, *other]), "stale": None if prov is None else prov.stale,
+                     "provenance": None if prov is None else prov.short})
     return tables.frame({k: [r[k] for r in rows] for k in CHECK_SCHEMA}, CHECK_SCHEMA, what="check_cases")
 
 
@@ -132,14 +140,20 @@ def verdict(checks: pl.DataFrame) -> str:
     """:func:`check_cases` in one sentence a reader can act on."""
     n, failed = checks.height, checks.filter(~pl.col("passed"))
     files = int(checks["files"].sum())
+    stale = checks.filter(pl.col("stale").fill_null(False))
+    first = "" if stale.height == 0 else f"{stale['case'][0]}: {stale['provenance'][0].removeprefix('stale: ')}"
+    note = "" if stale.height == 0 else (
+        f" {f'All {n}' if stale.height == n else f'{stale.height} of {n}'} are stale, though (compiled by another "
+        f"toolkit or under another definition; first, {first}): their numbers are not what this toolkit computes; "
+        f"regenerate them (artifacts/README.md).")
     if failed.height == 0:
         return (f"All {n} cases pass: every one of their {files:,} files matches the size and SHA-256 its manifest "
-                f"records, and every case's directory name, manifest and log agree.")
+                f"records, and every case's directory name, manifest and log agree.{note}")
     worst = failed.row(0, named=True)
     return (f"{failed.height} of {n} cases fail ({', '.join(failed['case'])}): "
             f"{int(failed['integrity_problems'].sum())} integrity and {int(failed['consistency_problems'].sum())} "
             f"consistency problems; first, {worst['case']}: {worst['problems'].split('; ')[0]}. "
-            f"Regenerate the case (artifacts/README.md) or restore its files.")
+            f"Regenerate the case (artifacts/README.md) or restore its files.{note}")
 
 
 def compare_cases(cases: Cases | str | Path) -> pl.DataFrame:
@@ -199,6 +213,15 @@ def _manifest_files(case: Path) -> int:
     return len(files) if isinstance(files, dict) else 0
 
 
+def _staleness(case: Path):
+    from toolkit.artifacts import staleness
+    from toolkit.errors import FormatError
+    try:
+        return staleness(read_manifest(case))
+    except FormatError:
+        return None
+
+
 def _compared(name: str, case: Case) -> dict:
     m, s = case.manifest, case.manifest.get("summary", {})
     hw = hardware_figure(m["workload"], SimpleNamespace(**m.get("options", {})))
@@ -206,7 +229,8 @@ def _compared(name: str, case: Case) -> dict:
     hw_cycles = None if hw is None else int(hw["hardware_cycles"])
     sent, delivered = _exchange_bytes(case)
     return {
-        "case": name, "workload": m["workload"], "source": m.get("source"), "tiles_used": s.get("tiles_used"),
+        "case": name, "provenance": case.staleness.short, "workload": m["workload"], "source": m.get("source"),
+        "tiles_used": s.get("tiles_used"),
         "simulated_cycles": cropped,
         "simulated_us": None if cropped is None else cropped / float(m["clock_hz"]) * 1e6,
         "hardware_cycles": hw_cycles,

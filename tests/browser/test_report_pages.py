@@ -93,6 +93,8 @@ def test_reports_render_offline(reports):
             assert "free bytes at peak" in texts[0] and "chip column" in texts[0]
             assert page.locator(".chart.vega-embed > svg").nth(0).locator(".mark-rect.role-mark path").count() == 1472
             assert "placed objects" in texts[1] and "live bytes by kind" in texts[2]
+            banner = page.locator("#stale")   # the committed case is stale: its label is shown above the facts
+            assert banner.is_visible() and banner.inner_text().startswith("stale: written before provenance")
             assert not errors, errors
         finally:
             browser.close()

@@ -154,6 +154,21 @@ def test_sram_report_shows_the_busiest_tiles(case):
     _no_cdn(report.html())
 
 
+def test_sram_report_of_a_stale_case_says_so_above_its_numbers(case):
+    """The committed cases were written before provenance was recorded: the page says they are stale, and why."""
+    report = rh.sram_report(case, tiles=1)
+    assert case.stale and report.banner == case.staleness.label
+    assert report.banner.startswith("stale: written before provenance was recorded")
+    assert dict(report.facts)["provenance"] == case.provenance_report
+    page = report.html()
+    banner = page.index("<p class='stale' id='stale'>stale: written before provenance was recorded")
+    assert banner < page.index("<table class=\"facts\">")
+
+
+def test_a_page_without_a_banner_has_no_stale_label():
+    assert "class='stale'" not in rh.Report(title="t", facts=(), sections=()).html()
+
+
 def test_sram_report_refuses_a_case_without_placement(case):
     bare = dataclasses.replace(case, tables={k: v for k, v in case.tables.items() if not k.startswith("placement")})
     with pytest.raises(FormatError, match=r"no table 'placement.placement'") as e:
@@ -198,6 +213,7 @@ def test_sram_render_cli(tmp_path):
     page = out.read_text()
     _no_cdn(page)
     assert "chart-heatmap" in page and page.count("-map'") == 1
+    assert "id='stale'>stale: written before provenance was recorded" in page   # a committed, stale case
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sram.html"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import posixpath
@@ -15,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.artifacts.provenance import PROVENANCE, Staleness, compilation_provenance, jsonable, refusals, staleness
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import (
     check_parent,
@@ -78,6 +78,7 @@ def write_case(compilation, out: str | Path, *, profile=None, check=None, overwr
             "max_abs_deviation": None if check is None else float(check.max_abs_deviation),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "summary": _jsonable(summary),
+            PROVENANCE: compilation_provenance(compilation),
         }
         log = [f"workload={compilation.workload}", *(f"{k}={v}" for k, v in params.items()),
                *(f"stage={k} seconds={v:.3f}" for k, v in compilation.timings.items()),
@@ -176,21 +177,16 @@ def _write_tables(compilation, root: Path) -> None:
         write_table(df, tables / f"{name}.parquet", compression="zstd", compression_level=9)
 
 
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return _jsonable(dataclasses.asdict(value))
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float | int | str | bool) or value is None:
-        return value
-    return str(value)
+_jsonable = jsonable   # one conversion for the manifest and its digests
 
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """A case directory read back: its manifest, log records, stage tables and profile."""
+    """A case directory read back: its manifest, log records, stage tables and profile.
+
+    ``staleness`` says whether this toolkit would compile the same case for its manifest (same version,
+    options, target, cost model and workload definition) and, when not, what differs
+    (:func:`toolkit.artifacts.staleness`); ``stale`` and ``provenance_report`` are its verdict and sentence."""
 
     path: Path
     manifest: dict
@@ -201,19 +197,80 @@ class Case:
     def frames(self) -> dict[str, pl.DataFrame]:
         return dict(self.tables)
 
+    @property
+    def staleness(self) -> Staleness:
+        return staleness(self.manifest)
+
+    @property
+    def stale(self) -> bool:
+        """Whether the case was compiled by another toolkit version or under another options, target, cost
+        model or workload definition than this toolkit would use for its manifest."""
+        return self.staleness.stale
+
+    @property
+    def provenance_report(self) -> str:
+        """One line: ``current: ...`` or ``stale: <every difference>`` (the label the notebooks and reports
+        show beside the case's numbers)."""
+        return str(self.staleness)
+
     def __repr__(self) -> str:   # its manifest lists every file's digest: tens of thousands of characters
         from toolkit.tables import short_repr
         return short_repr(self, workload=self.manifest.get("workload"), source=self.manifest.get("source"))
 
 
+#: how many times a load starts again when the case directory is replaced while it is read
+LOAD_ATTEMPTS = 8
+
+
 def load_case(case: str | Path) -> Case:
     """Read a case directory written by :func:`write_case` (``toolkit.load``): only the files its manifest
-    lists, after every one passes its size and SHA-256 check."""
+    lists, after every one passes its size and SHA-256 check.
+
+    A manifest this toolkit must not read is refused by name (:func:`toolkit.artifacts.refusals`: a newer
+    ``toolkit_version``, unknown or ill-typed options). The case is one whole case or a FormatError: the
+    directory is held open while it is read, and a read during which another directory took its name (a
+    ``compile --overwrite`` replacing it) starts again, up to ``LOAD_ATTEMPTS`` times."""
     if not isinstance(case, str | os.PathLike):
         raise OptionError(f"case={case!r} must be a path to a case directory, not {type(case).__name__}",
                           field="case", value=case)
     case = Path(case)
+    for _ in range(LOAD_ATTEMPTS):
+        try:
+            held = os.open(case, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return _load_once(case)   # not a directory (or gone): the read names the problem
+        try:   # while held, the directory's inode cannot be reused: the same identity is the same directory
+            before = _identity(os.fstat(held))
+            try:
+                loaded, error = _load_once(case), None
+            except FormatError as exc:
+                loaded, error = None, exc
+            try:
+                after = _identity(os.stat(case))
+            except OSError:
+                after = None
+        finally:
+            os.close(held)
+        if after == before:
+            if error is not None:
+                raise error
+            return loaded
+    msg = (f"the case directory was replaced while it was read, {LOAD_ATTEMPTS} times in a row (another run is "
+           f"writing it with --overwrite); nothing was returned: read it again when the writer is done")
+    raise FormatError(msg, file=str(case), field="case")
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    """A directory's identity: its device and inode, and its change time (a rename out and back changes it)."""
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+def _load_once(case: Path) -> Case:
     manifest = read_manifest(case)
+    refused = refusals(manifest)
+    if refused:
+        r = refused[0]
+        raise FormatError(r.problem, file=str(case / MANIFEST), field=r.field, value=r.value)
     problems = [p for p in verify_case(case) if p[0] != UNLISTED]   # unlisted files are only never read
     if problems:
         field, problem = problems[0]
@@ -292,6 +349,9 @@ def verify_case(case: str | Path) -> list[tuple[str, str]]:
         elif not isinstance(manifest[key], types) or (isinstance(manifest[key], bool) and bool not in types):
             kinds = " or ".join(t.__name__ for t in types)
             problems.append((key, f"manifest {key}={manifest[key]!r} must be {kinds}"))
+    if PROVENANCE in manifest and not isinstance(manifest[PROVENANCE], dict):
+        problems.append((PROVENANCE, f"manifest {PROVENANCE}={manifest[PROVENANCE]!r} must be dict"))
+    problems += [(r.field, r.problem) for r in refusals(manifest)]   # a newer toolkit's, options refused
     clock = manifest.get("clock_hz")
     if isinstance(clock, int | float) and not isinstance(clock, bool):
         from toolkit.profile.model import CLOCK_RANGE_HZ

@@ -8,12 +8,16 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.artifacts.case import MANIFEST, read_log, read_manifest, verify_case
+from toolkit.artifacts.provenance import refusals, staleness
 from toolkit.errors import FormatError, OptionError
 from toolkit.files.replace import SUFFIXES, debris_under
 from toolkit.graph import PRESETS
 
 CHECK_SCHEMA = {"case": pl.String, "field": pl.String, "directory": pl.String, "manifest": pl.String,
                 "log": pl.String, "problem": pl.String}
+#: stale_artifacts: one row per difference between a case and what this toolkit would compile for it
+STALE_SCHEMA = {"case": pl.String, "workload": pl.String, "toolkit_version": pl.String, "part": pl.String,
+                "reason": pl.String}
 
 
 def walk_cases(root: Path) -> tuple[list[Path], list[Path]]:
@@ -96,3 +100,31 @@ def _case_rows(case: Path) -> list[dict]:
 def _row(case: Path, field: str, directory, manifest, log, problem: str) -> dict:
     return {"case": case.as_posix(), "field": field, "directory": directory, "manifest": manifest, "log": log,
             "problem": problem}
+
+
+def stale_artifacts(root: str | Path) -> pl.DataFrame:
+    """One row per reason a case under ``root`` is stale (STALE_SCHEMA; :func:`toolkit.artifacts.staleness`):
+    compiled by another toolkit version, or under other options, target, cost model or workload definition than
+    this toolkit would use for its manifest, or written before provenance was recorded. Empty when every case is
+    current. Cases whose manifest cannot be read or is refused are :func:`check_artifacts`' problems, not listed
+    here. Only manifests are read (no file is hashed)."""
+    if not isinstance(root, str | os.PathLike):
+        raise OptionError(f"root={root!r} must be a path, not {type(root).__name__}", field="root", value=root)
+    root = Path(root)
+    if not root.is_dir():
+        raise OptionError(f"artifact directory {root} does not exist or is not a directory", field="root",
+                          value=str(root))
+    rows = []
+    for case in walk_cases(root)[0]:
+        try:
+            manifest = read_manifest(case)
+        except FormatError:
+            continue
+        if refusals(manifest):
+            continue
+        found = staleness(manifest)
+        version = manifest.get("toolkit_version")
+        rows += [{"case": case.as_posix(), "workload": str(manifest.get("workload")),
+                  "toolkit_version": version if isinstance(version, str) else None, "part": part, "reason": reason}
+                 for part, reason in zip(found.parts, found.reasons, strict=True)]
+    return pl.DataFrame(rows, schema=STALE_SCHEMA)

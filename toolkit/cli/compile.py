@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from toolkit.artifacts import check_artifacts, check_out, write_case
+from toolkit.artifacts import check_artifacts, check_out, stale_artifacts, write_case
 from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.files import check_not_input
@@ -216,21 +216,35 @@ def _stage_progress(workload: str, *, show: bool) -> Iterator[Callable[[str, int
 @artifacts_app.command("check")
 def artifacts_check_cmd(
     root: Path = typer.Argument(..., help="An artifact directory (searched recursively for manifest.json)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the problems (and stale findings) as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any case is stale, too."),
 ) -> None:
-    """Report cases whose directory name, manifest and log disagree (exit 1 when any)."""
+    """Report cases whose files, directory name, manifest and log disagree, or that this toolkit refuses (exit 1
+    when any), and stale cases: compiled by another toolkit version or under other options, target, cost model
+    or workload definition than this toolkit would use (listed with their reasons; exit 0 unless --strict)."""
     try:
         problems = check_artifacts(root)
+        stale = stale_artifacts(root)
     except ToolkitError as exc:
         fail(exc)
-    if problems.height == 0:
-        if as_json:
-            typer.echo("[]")
+    failed = problems.height > 0 or (strict and stale.height > 0)
+    if as_json:   # one list: problems, then stale findings (field "stale", the part in "manifest")
+        rows = pl.concat([problems, stale.select(
+            "case", pl.lit("stale").alias("field"), pl.lit(None, pl.String).alias("directory"),
+            pl.col("part").alias("manifest"), pl.lit(None, pl.String).alias("log"),
+            ("stale: " + pl.col("reason")).alias("problem"))])
+        typer.echo(rows.write_json())
+    else:
+        if problems.height:
+            show(problems, f"{root}: {problems.height} problem(s)")
         else:
             typer.echo(f"{root}: every case is consistent")
-        return
-    show(problems, f"{root}: {problems.height} problem(s)", as_json=as_json)
-    raise typer.Exit(1)
+        if stale.height:
+            cases = stale["case"].n_unique()
+            show(stale.select("case", "toolkit_version", "part", "reason"),
+                 f"{root}: {cases} stale case(s) (regenerate them with toolkit compile ... --overwrite --out CASE)")
+    if failed:
+        raise typer.Exit(1)
 
 
 def sweep_cmd(

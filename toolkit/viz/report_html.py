@@ -70,11 +70,13 @@ class Section:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Report:
-    """A titled page: header facts (label, value) and sections in reading order."""
+    """A titled page: a warning banner (a stale case's label; none when empty), header facts (label, value) and
+    sections in reading order."""
 
     title: str
     facts: tuple[tuple[str, str], ...]
     sections: tuple[Section, ...]
+    banner: str = ""
 
     @property
     def charts(self) -> dict[str, alt.TopLevelMixin]:
@@ -91,8 +93,9 @@ class Report:
         specs = self.specs() if specs is None else specs
         facts = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self.facts)
         data = json.dumps(specs).replace("</", "<\\/")
+        banner = f"<p class='stale' id='stale'>{html.escape(self.banner)}</p>" if self.banner else ""
         return _PAGE.format(title=html.escape(self.title), facts=facts, body="\n".join(s.html() for s in self.sections),
-                            bundle=_bundle(), specs=data, width=WIDTH_PX)
+                            bundle=_bundle(), specs=data, width=WIDTH_PX, banner=banner)
 
 
 # -- profile -----------------------------------------------------------------------------------------------
@@ -252,7 +255,8 @@ def category_scale(values: Iterable[str | None]) -> alt.Scale:
 # -- SRAM --------------------------------------------------------------------------------------------------
 def sram_report(case: Case, *, tiles: int = 4) -> Report:
     """The chip heat map (free bytes at each tile's peak), the busiest ``tiles`` tiles (highest peak, ties by
-    tile id) with their memory maps and peak breakdowns, from an artifacts case (``toolkit.load``)."""
+    tile id) with their memory maps and peak breakdowns, from an artifacts case (``toolkit.load``). A stale case
+    (``Case.stale``) says so above its facts: what compiled it and what differs from today's toolkit."""
     if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 1:
         msg = f"tiles={tiles!r} must be a positive number of busiest tiles to show"
         raise OptionError(msg, field="tiles", value=tiles)
@@ -272,7 +276,7 @@ def sram_report(case: Case, *, tiles: int = 4) -> Report:
     summary = case.manifest.get("summary", {})
     failed = 0 if failures is None else failures["tile"].n_unique()
     facts = (
-        ("case", where), ("workload", str(case.manifest.get("workload"))),
+        ("case", where), ("provenance", case.provenance_report), ("workload", str(case.manifest.get("workload"))),
         ("source", str(case.manifest.get("source"))), ("target", f"{target.name}, {target.tiles:,} tiles"),
         ("SRAM per tile", f"{target.memory_bytes:,} B"),
         ("busiest tile", "none" if not top.height else
@@ -291,7 +295,7 @@ def sram_report(case: Case, *, tiles: int = 4) -> Report:
         breakdown = peak_breakdown(objects, placement, occupancy, target, t)
         breakdown.hconcat = [c.properties(width=250) for c in breakdown.hconcat]
         sections.append(Section(heading=f"Tile {t}: live at its peak", name=f"tile{t}-peak", chart=breakdown))
-    return Report(title=f"SRAM {case.path.name}", facts=facts, sections=tuple(sections))
+    return Report(title=f"SRAM {case.path.name}", facts=facts, sections=tuple(sections), banner=case.staleness.label)
 
 
 def case_target(case: Case) -> Target:
@@ -360,6 +364,7 @@ h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.6em; }} .note {
 table {{ border-collapse: collapse; font-size: 0.85em; margin: 0.4em 0; }} .facts th {{ width: 12em; }}
 th, td {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.stale {{ background: #fff3cd; border: 1px solid #d9a400; padding: 0.4em 0.6em; }}
 .chart {{ max-width: {width}px; overflow-x: auto; }} .chart svg .mark-rect path {{ shape-rendering: crispEdges; }}
 </style>
 <script>
@@ -367,6 +372,7 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 </script>
 </head><body>
 <h1>{title}</h1>
+{banner}
 <table class="facts">{facts}</table>
 {body}
 <script>
