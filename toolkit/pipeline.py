@@ -32,6 +32,7 @@ from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout.applicability import check_applicability
 from toolkit.layout.finalists import Finalist, choose_finalist
 from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
@@ -205,6 +206,7 @@ def compile(
     clock = _Clock(progress)
     with clock("graph"):
         graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))
+        check_applicability(graph, opts)   # every setting acts on the graph, or is refused / warned by name
     with clock("layout"):
         searched = search_layouts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(

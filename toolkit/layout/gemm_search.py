@@ -70,20 +70,37 @@ def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
     return [op for op in ops if op["rule"] == "linear"]
 
 
-def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
-                 tiles: int, weight_class: str | None = None) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
-    """Pinned plans per graph variant: a key matches the op named it, else every op ending in ``"." + key``
-    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both); an ipu-stack constraint line
-    (:data:`toolkit.options.CONSTRAINT_KEY`) names its op by ipu-stack's number (:mod:`toolkit.layout.ipu_stack`).
+#: the plan pins as matched to ops (LayoutResult.pins): each entry as given, the op it pins (a short name may pin
+#: several ops of one shape), the plan, and the QKV form of the graph it was matched in
+PINS_SCHEMA = {"entry": pl.String, "key": pl.String, "op": pl.String, "plan": pl.String, "fused_qkv": pl.Boolean}
 
-    Unknown keys, keys naming an op that is not a linear, malformed plans and
-    plans needing more tiles than the compute tiles raise errors naming the op
-    and the value (with the closest legal alternative). A line's memory class
-    equal to the pinned ``weight_class`` is the layout's (the plan names none).
+
+def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
+                 tiles: int, weight_class: str | None = None
+                 ) -> tuple[dict[bool, tuple[tuple[str, GemmPlan], ...]], pl.DataFrame]:
+    """Pinned plans per graph variant (only the variants every pin names an op of) and the pins frame
+    (:data:`PINS_SCHEMA`: which ops each entry matched).
+
+    A key matches the op named it, else every op ending in ``"." + key``
+    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``k`` pins
+    ``attn.k`` and ``map.attn.k``, which have one shape); an ipu-stack
+    constraint line (:data:`toolkit.options.CONSTRAINT_KEY`) names its op by
+    ipu-stack's number (:mod:`toolkit.layout.ipu_stack`). A pin naming an op
+    of one QKV form only (``qkv``, ``q``) keeps the search to that form.
+
+    Refused by name: keys that match no op (with the op names), a key matching
+    ops of different shapes (with the full names to use), an op pinned twice
+    (with both entries), pins of ops of both QKV forms, keys naming an op that
+    is not a linear or an attention product, malformed plans and plans needing
+    more tiles than the compute tiles. A line's memory class equal to the
+    pinned ``weight_class`` is the layout's (the plan names none).
     """
-    out: dict[bool, list[tuple[str, GemmPlan]]] = {v: [] for v in variants}
+    out: dict[bool, dict[str, tuple[str, GemmPlan]]] = {v: {} for v in variants}
+    rows: list[dict] = []
     names = sorted({op["name"] for ops in variants.values() for op in ops})
+    forms: dict[str, tuple[set[bool], list[str]]] = {}   # entry -> the variants it matched in, the ops it pinned
     for key, text in pins:
+        entry = text if key == CONSTRAINT_KEY else f"{key}={text}"
         if key == CONSTRAINT_KEY:
             line = read_constraint(text)
             for v, ops in variants.items():
@@ -98,20 +115,19 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
                            f"form (--fuse-qkv or not): pin fused_qkv to the form the lines were written for]")
                     raise OptionError(msg, field=exc.field, value=text) from None
                 _check_fits(op, plan, tiles, "plans.RxCxK", text)
-                if any(name == op["name"] for name, _ in out[v]):
-                    msg = f"constraint {text!r}: op {op['name']!r} (number {line.op}) is pinned twice"
-                    raise OptionError(msg, field="plans.OP", value=text, op=op["name"])
-                out[v].append((op["name"], plan))
+                _pin(out[v], rows, op["name"], plan, entry, key, v)
             continue
-        matched = False
         exact = key in names
+        hit_forms: set[bool] = set()
+        hit_ops: list[str] = []
         for v, ops in variants.items():
+            hits = [op for op in ops if op["name"] == key or (not exact and op["name"].endswith("." + key))]
+            if not hits:
+                continue
+            _check_one_shape(key, text, hits)
             lin = {op["name"] for op in linear_ops(ops, tensors[v])}
             products = {op["name"] for op in ops if op["rule"] in ("scores", "values")}   # attention products
-            for op in ops:
-                if op["name"] != key and (exact or not op["name"].endswith("." + key)):
-                    continue
-                matched = True
+            for op in hits:
                 if op["name"] not in lin | products:
                     msg = (f"plans pins op {op['name']!r} (key {key!r}), which is a {op['kind']}; plans apply to "
                            f"matmuls: {sorted(lin | products)}")
@@ -121,13 +137,61 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
                     _check_product(op, plan, key, text)
                 else:
                     _check_fits(op, plan, tiles, f"plans.{key}", text)
-                out[v].append((op["name"], plan))
-        if not matched:
-            close = difflib.get_close_matches(key, names + [n.rsplit(".", 1)[-1] for n in names], n=2)
-            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else f"; ops: {names}"
-            msg = f"plans names op {key!r}, which no op of the graph is or ends with{hint}"
+                _pin(out[v], rows, op["name"], plan, entry, key, v)
+                hit_ops.append(op["name"])
+            hit_forms.add(v)
+        if not hit_forms:
+            words = list(dict.fromkeys(names + [n.rsplit(".", 1)[-1] for n in names]))
+            close = difflib.get_close_matches(key, words, n=2)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            msg = (f"plans names op {key!r} (entry {entry!r}), which no op of the graph is or ends with{hint}; "
+                   f"the plannable ops: {_plannable(variants)}")
             raise OptionError(msg, field=f"plans.{key}", value=text)
-    return {v: tuple(sorted(p)) for v, p in out.items()}
+        forms[entry] = (hit_forms, hit_ops)
+    kept = set(variants)
+    for hit_forms, _ in forms.values():
+        kept &= hit_forms
+    if not kept:
+        said = [f"{e!r} only the {'fused' if True in f else 'separate'}-QKV graph's ({', '.join(dict.fromkeys(o))})"
+                for e, (f, o) in forms.items() if len(f) < len(variants)]
+        msg = (f"plans pin ops of both QKV forms: {' and '.join(said)}; no graph has both: pin the ops of one "
+               f"form")
+        raise OptionError(msg, field="plans", value=tuple(forms))
+    frame = pl.DataFrame([r for r in rows if r["fused_qkv"] in kept], schema=PINS_SCHEMA, orient="row")
+    return {v: tuple(sorted((name, plan) for name, (_, plan) in out[v].items())) for v in sorted(kept)}, frame
+
+
+def _pin(pinned: dict[str, tuple[str, GemmPlan]], rows: list[dict], name: str, plan: GemmPlan, entry: str,
+         key: str, variant: bool) -> None:
+    """Pin ``name`` to ``plan`` for ``entry``, refusing an op pinned twice (naming both entries)."""
+    if name in pinned:
+        msg = f"op {name!r} pinned twice: {pinned[name][0]!r} and {entry!r}; keep one"
+        raise OptionError(msg, field="plans", value=entry, op=name)
+    pinned[name] = (entry, plan)
+    rows.append({"entry": entry, "key": key, "op": name, "plan": plan.label(), "fused_qkv": variant})
+
+
+def _shape(op: dict) -> str:
+    groups = f"{op['groups']} groups of " if (op.get("groups") or 1) > 1 else ""
+    return f"{groups}{op['rows']} x {op['cols']}, inner {op['inner']}"
+
+
+def _check_one_shape(key: str, text: str, hits: list[dict]) -> None:
+    """A short key's ops take one plan: refused when their shapes (rows, columns, inner, groups, rule) differ."""
+    shapes = {(op["rule"], op["rows"], op["cols"], op["inner"], op.get("groups")) for op in hits}
+    if len(shapes) > 1:
+        said = ", ".join(f"{op['name']!r} ({_shape(op)})" for op in hits)
+        full = ", ".join(f"'{op['name']}={text}'" for op in hits)
+        msg = (f"plans key {key!r} matches ops of different shapes: {said}; one plan cannot suit them all: pin "
+               f"each by its full name ({full}, with a plan per op)")
+        raise OptionError(msg, field=f"plans.{key}", value=text, op=hits[0]["name"])
+
+
+def _plannable(variants: dict[bool, list[dict]]) -> str:
+    """The plannable ops' names (linears and attention products) of every variant, as a message says them."""
+    names = sorted({op["name"] for ops in variants.values() for op in ops
+                    if op["rule"] in ("linear", "scores", "values")})
+    return ", ".join(map(repr, names))
 
 
 def _check_fits(op: dict, plan: GemmPlan, tiles: int, field: str, text: str) -> None:
@@ -409,6 +473,34 @@ def _check_product_pins(scores: list[dict], values: list[dict], pinned: dict, mo
             raise OptionError(msg, field="attention_products", value=mode)
 
 
+def _pinned_frame(args: tuple, followers: tuple[dict, ...], g: GemmPlan, room: int) -> pl.DataFrame:
+    """The one-row per-op frame of a pinned plan (OP_CANDIDATES_SCHEMA), screened like any enumerated plan."""
+    one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
+           "gathered": int(g.weights == "gathered"), "staging": g.staging, "swapped": int(g.swapped)}
+    given = {k: np.array([v], dtype=np.int64) for k, v in one.items()} | {"memory": np.array([g.memory])}
+    est = _estimates(*args, followers, given)
+    return _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
+
+
+def pinned_misfits(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
+                   weight_class: str, pins: tuple) -> list[tuple[str, GemmPlan, str]]:
+    """The pinned linear plans that cannot fit one tile even alone: (op, plan, why), in op order."""
+    pinned = dict(pins)
+    room = target.load_limit - target.memory_start - RESERVE_BYTES
+    out = []
+    for op in linear_ops(ops, tensors):
+        if op["name"] not in pinned:
+            continue
+        followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
+        args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+        row = _pinned_frame(args, followers, pinned[op["name"]], room).row(0, named=True)
+        if not row["feasible"]:
+            w, t = row["weight_bytes"], row["transient_bytes"]
+            out.append((op["name"], pinned[op["name"]],
+                        f"needs {w + t:,} B per tile (weights {w:,} B, transient {t:,} B) > {room:,} B"))
+    return out
+
+
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
                 weight_class: str, pins: tuple, memo: dict | None = None) -> tuple[list[tuple], pl.DataFrame]:
     """The chains of per-op plans offered to the whole-graph screen (:func:`toolkit.layout.chains.choose_chains`)
@@ -425,12 +517,7 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
         followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
         args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
         if op["name"] in pinned:   # the pinned plan alone: its bytes share the tile with the searched ops
-            g = pinned[op["name"]]
-            one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
-                   "gathered": int(g.weights == "gathered"), "staging": g.staging, "swapped": int(g.swapped)}
-            given = {k: np.array([v], dtype=np.int64) for k, v in one.items()} | {"memory": np.array([g.memory])}
-            est = _estimates(*args, followers, given)
-            frames[op["name"]] = _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
+            frames[op["name"]] = _pinned_frame(args, followers, pinned[op["name"]], room)
             continue
         key = (linear_signature(op, tensors, reps), tuple(in_place_signature(f, tensors) for f in followers), tiles,
                o.partials, o.inner_block, weight_class, o.row_block)
@@ -452,10 +539,12 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
 
 __all__ = [
     "OP_CANDIDATES_SCHEMA",
+    "PINS_SCHEMA",
     "attention_grids",
     "enumerate_plans",
     "linear_ops",
     "op_candidates",
+    "pinned_misfits",
     "plan_chains",
     "plan_columns",
     "resolve_pins",

@@ -30,7 +30,9 @@ from toolkit.errors import InfeasibleError, ModelError, OptionError, ToolkitWarn
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
+    PINS_SCHEMA,
     attention_grids,
+    pinned_misfits,
     plan_chains,
     plan_columns,
     resolve_pins,
@@ -84,12 +86,14 @@ class LayoutResult:
     graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
     params: dict[int, LayoutParams] = field(default_factory=dict)   # the typed layout of every candidate id
     op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
+    pins: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PINS_SCHEMA))   # the ops each plan pin
+                                                                                           # matched (PINS_SCHEMA)
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {"candidates": self.candidates, "op_candidates": self.op_candidates}
+        return {"candidates": self.candidates, "op_candidates": self.op_candidates, "pins": self.pins}
 
     def constraints(self) -> list[str]:
         """ipu-stack's ``--gemm-plan-constraint`` line for every GEMM of the chosen program (op numbers as
@@ -124,7 +128,7 @@ class LayoutResult:
                 .with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
         chosen = self.params[candidate_id]
         return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
-                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates)
+                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates, pins=self.pins)
 
 
 def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
@@ -139,8 +143,11 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     perm = tile_permutation(options.tile_mapping, tiles)   # applied to the typed layouts; the screen is blind to it
     graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
-    pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
-                        tiles, options.weight_class)
+    pins, pinned = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()},
+                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class)
+    # a pin of an op one QKV form has (attn.qkv, attn.q) keeps the search to that form
+    graphs = {f: g for f, g in graphs.items() if f in pins}
+    prepared = {f: v for f, v in prepared.items() if f in pins}
     if not searches_plans(options) and not any(_products_hold(v[0], dict(pins[f]), options.attention_products)
                                                for f, v in prepared.items()):
         msg = (f"option attention_products={options.attention_products!r} asks for product grids the plans do not "
@@ -215,7 +222,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     cand = cand.with_columns(pareto_front(cand).alias("pareto"))
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
     if feas.height == 0:
-        raise _no_fit(cand, options)
+        raise _no_fit(cand, options, pinned, {f: pinned_misfits(*prepared[f], target, tiles, options, classes[0],
+                                                                pins[f]) for f in prepared})
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
                   "partials", "plans", "stream_weights"]
@@ -240,7 +248,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     op_cand = (pl.concat(op_frames) if op_frames else pl.DataFrame(schema={**OP_CANDIDATES_SCHEMA,
                                                                            "fused_qkv": pl.Boolean}))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
-                        params=params, op_candidates=op_cand)
+                        params=params, op_candidates=op_cand, pins=pinned)
 
 
 def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
@@ -390,12 +398,31 @@ def pareto_front(c: pl.DataFrame) -> pl.Series:
     return pl.Series(out)
 
 
-def _no_fit(cand: pl.DataFrame, options: Options) -> InfeasibleError:
+def _no_fit(cand: pl.DataFrame, options: Options, pinned: pl.DataFrame,
+            misfits: dict[bool, list[tuple[str, object, str]]]) -> InfeasibleError:
+    """Why nothing fits: a pinned plan that cannot fit a tile even alone (naming the op, the entry and the bytes),
+    else the smallest candidate's reason beside the pins the user gave (and no knob the user did not set)."""
+    entry = dict(zip(pinned["op"], pinned["entry"], strict=True))
+    key = dict(zip(pinned["op"], pinned["key"], strict=True))
+    for bad in misfits.values():
+        for name, plan, why in bad:
+            msg = (f"plan {plan.label()} pinned for op {name!r} ({entry.get(name, name)!r}) cannot fit one tile "
+                   f"even alone: it {why} (tile memory less the exchange staging window and package support); "
+                   f"split the op over more tiles (more column or inner partitions, or gathered weights) or leave "
+                   f"it to the search")
+            text = entry.get(name, "")
+            return InfeasibleError(msg, field=f"plans.{key.get(name, name)}", value=text.split("=", 1)[-1],
+                                   op=name)
     best = cand.sort("peak_live_bytes", nulls_last=True).row(0, named=True)
     pins = {k: v for k, v in _asdict_opts(options).items() if v is not None}
-    msg = (f"no layout candidate fits ({cand.height} tried"
-           + (f" with pins {pins}" if pins else "") + f"); the smallest, row_block={best['row_block']} "
-           f"row_shard={best['row_shard']} inner_split={best['inner_split']}, was rejected: {best['reject_reason']}")
+    entries = list(dict.fromkeys(pinned["entry"]))
+    given = ([f"pins {pins}"] if pins else []) + ([f"plans {entries}"] if entries else [])
+    smallest = (f"plans {best['plans']}" if best.get("plans") else
+                f"row_block={best['row_block']} row_shard={best['row_shard']} inner_split={best['inner_split']}")
+    msg = (f"no layout candidate fits ({cand.height} tried" + (f" with {' and '.join(given)}" if given else "")
+           + f"); the smallest, {smallest}, was rejected: {best['reject_reason']}")
+    if pinned.height:
+        return InfeasibleError(msg, field=f"plans.{pinned['key'][0]}", value=pinned["entry"][0], op=pinned["op"][0])
     return InfeasibleError(msg, field=next(iter(pins), None), value=next(iter(pins.values()), None))
 
 
