@@ -125,7 +125,8 @@ OPTIONS: dict[str, Applies] = {
     "placement_time_limit": Applies("the exact placement's time cap"),
     "plans": Applies("per-op GEMM plans (matched to op names by layout.gemm_search.resolve_pins)",
                      (Feature.MATMUL,)),
-    "tile_mapping": Applies("planned tile -> execution tile"),
+    "tile_mapping": Applies("planned tile -> execution tile", (), lambda v, o, p, f: (
+        "the identity mapping is what None does" if v == "identity" else None)),
     "plan_search": Applies("the per-op GEMM plan search", (Feature.LINEAR,), _plan_search_idle),
     "weight_dtype": Applies("the matmul weights' format", (Feature.LINEAR,)),
     "early_casts": Applies("where FP8 matmul inputs are cast", (Feature.FP8_WEIGHTS, Feature.CAST_PRODUCER)),

@@ -138,16 +138,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     ones are refined with their real routes (``sched_cycles``) and the best
     refined estimate is chosen.
     """
-    tiles = compute_tiles(graph, target, options)
-    check_pins(graph, options)
+    tiles, graphs, pins, pinned = pin_plans(graph, target, options)
     perm = tile_permutation(options.tile_mapping, tiles)   # applied to the typed layouts; the screen is blind to it
-    graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
-    pins, pinned = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()},
-                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class)
-    # a pin of an op one QKV form has (attn.qkv, attn.q) keeps the search to that form
-    graphs = {f: g for f, g in graphs.items() if f in pins}
-    prepared = {f: v for f, v in prepared.items() if f in pins}
     if not searches_plans(options) and not any(_products_hold(v[0], dict(pins[f]), options.attention_products)
                                                for f, v in prepared.items()):
         msg = (f"option attention_products={options.attention_products!r} asks for product grids the plans do not "
@@ -249,6 +242,21 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                                                                            "fused_qkv": pl.Boolean}))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
                         params=params, op_candidates=op_cand, pins=pinned)
+
+
+def pin_plans(graph: Graph, target: Target, options: Options
+              ) -> tuple[int, dict[bool, Graph], dict[bool, tuple], pl.DataFrame]:
+    """What the search starts from, every pin checked (cheap: no candidate is screened): the compute tiles, the
+    graph in each QKV form searched (a plan pin of an op one form has, ``attn.qkv`` or ``attn.q``, keeps that
+    form), the pinned plans per form and the pins frame (which ops each entry matched,
+    :data:`~toolkit.layout.gemm_search.PINS_SCHEMA`)."""
+    tiles = compute_tiles(graph, target, options)
+    check_pins(graph, options)
+    graphs = _graph_variants(graph, options)
+    prepared = {f: _prepare(g) for f, g in graphs.items()}
+    pins, pinned = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()},
+                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class)
+    return tiles, {f: g for f, g in graphs.items() if f in pins}, pins, pinned
 
 
 def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
