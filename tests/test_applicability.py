@@ -189,8 +189,9 @@ def test_graph_features_are_read_off_the_graph() -> None:
 def test_an_early_v_cast_beside_fp16_qk_on_fused_qkv_says_why_it_cannot_be_said() -> None:
     """One fused projection, one output tensor, one dtype: V cannot be F143 while Q and K stay FP16."""
     fused = Workload(name="fused", kind="attention", **SMALL, heads=2, fused_qkv=True, search_qkv=False)
-    with pytest.raises(ModelError, match=r"fused QKV cannot cast V early while Q and K stay FP16 .* a tensor has "
-                                         r"one dtype, .* cast the FP8 product late") as err:
+    with pytest.raises(ModelError, match=r"fused QKV stores Q, K and V as one tensor, so it cannot cast V early "
+                                         r"while Q and K stay FP16 .* a tensor has one dtype, .* cast the FP8 "
+                                         r"product late") as err:
         checked_graph(fused, {"pv_dtype": "f8_143", "pv_cast": "early"})
     assert err.value.field == "pv_cast"
     graph = checked_graph(fused, {"pv_dtype": "f8_143", "pv_cast": "late"})   # the product casts V's panels

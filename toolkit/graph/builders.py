@@ -158,13 +158,14 @@ class Products:
         qk = DType.F8_143 if self.qk_dtype != "f16" and self.qk_cast == "early" else DType.F16
         pv = DType.F8_143 if self.pv_dtype != "f16" and self.pv_cast == "early" else DType.F16
         if fused_qkv and qk != pv:
-            early, kept = ("V", "Q and K") if pv == DType.F8_143 else ("Q and K", "V")
-            msg = (f"fused QKV cannot cast {early} early while {kept} stay FP16 (qk_dtype={self.qk_dtype!r}, "
-                   f"qk_cast={self.qk_cast!r}, pv_dtype={self.pv_dtype!r}, pv_cast={self.pv_cast!r}): the fused "
-                   f"projection has one output tensor, and a tensor has one dtype, so its GEMM cannot store some "
-                   f"columns F143 and the others FP16 (a per-column-range cast in the GEMM's epilogue is not "
-                   f"modelled); cast the FP8 product late (it casts the FP16 panels it receives), make both "
-                   f"products FP8 with early casts, or use separate QKV (fused_qkv=False)")
+            early, kept = ("V", "Q and K stay") if pv == DType.F8_143 else ("Q and K", "V stays")
+            msg = (f"fused QKV stores Q, K and V as one tensor, so it cannot cast {early} early while {kept} FP16 "
+                   f"(qk_dtype={self.qk_dtype!r}, qk_cast={self.qk_cast!r}, pv_dtype={self.pv_dtype!r}, "
+                   f"pv_cast={self.pv_cast!r}): the fused projection has one output tensor and a tensor has one "
+                   f"dtype, so its GEMM cannot store some columns F143 and the others FP16 (a per-column-range "
+                   f"cast in the GEMM's epilogue is not modelled); cast the FP8 product late (it casts the FP16 "
+                   f"panels it receives), make both products FP8 with early casts, or use separate QKV "
+                   f"(fused_qkv=False)")
             raise ModelError(msg, field="qk_cast" if qk == DType.F8_143 else "pv_cast",
                              value=self.qk_cast if qk == DType.F8_143 else self.pv_cast)
         return qk, pv
