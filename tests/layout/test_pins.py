@@ -89,3 +89,14 @@ def test_an_infeasible_pin_names_the_op_the_plan_and_why() -> None:
                                               r"transient 2,411,920 B\) > 555,952 B") as err:
         search_layouts(graph, ipu21(), as_options({"plans": "fc1=2x2x1", "row_blocks": (48,)}))
     assert (err.value.field, err.value.value, err.value.op) == ("plans.fc1", "2x2x1", "mlp.fc1")
+
+
+def test_a_pin_of_the_form_not_searched_says_why() -> None:
+    graph = build_graph(SMALL_ENCODER)
+    with pytest.raises(OptionError, match=r"plans names op 'qkv' .*: 'attn.qkv' exist only with fused QKV, and "
+                                          r"option fused_qkv=False is pinned"):
+        _pins(graph, {"qkv": "2x4x1"}, fused_qkv=False)
+    fixed = build_graph(SMALL_ENCODER, fused_qkv=True, search_qkv=False)
+    with pytest.raises(OptionError, match=r"'attn.q' exist only with separate QKV, and workload 'encoder' keeps "
+                                          r"its QKV form \(search_qkv=False\)"):
+        _pins(fixed, {"attn.q": "2x4x1"})

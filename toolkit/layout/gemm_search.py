@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -76,7 +77,7 @@ PINS_SCHEMA = {"entry": pl.String, "key": pl.String, "op": pl.String, "plan": pl
 
 
 def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
-                 tiles: int, weight_class: str | None = None
+                 tiles: int, weight_class: str | None = None, elsewhere: Callable[[str], str | None] | None = None
                  ) -> tuple[dict[bool, tuple[tuple[str, GemmPlan], ...]], pl.DataFrame]:
     """Pinned plans per graph variant (only the variants every pin names an op of) and the pins frame
     (:data:`PINS_SCHEMA`: which ops each entry matched).
@@ -94,6 +95,8 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
     is not a linear or an attention product, malformed plans and plans needing
     more tiles than the compute tiles. A line's memory class equal to the
     pinned ``weight_class`` is the layout's (the plan names none).
+    ``elsewhere`` says, for a key no op matches, where it would (the QKV form
+    not searched).
     """
     out: dict[bool, dict[str, tuple[str, GemmPlan]]] = {v: {} for v in variants}
     rows: list[dict] = []
@@ -143,7 +146,8 @@ def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[di
         if not hit_forms:
             words = list(dict.fromkeys(names + [n.rsplit(".", 1)[-1] for n in names]))
             close = difflib.get_close_matches(key, words, n=2)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            where = elsewhere(key) if elsewhere is not None else None
+            hint = f": {where}" if where else f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
             msg = (f"plans names op {key!r} (entry {entry!r}), which no op of the graph is or ends with{hint}; "
                    f"the plannable ops: {_plannable(variants)}")
             raise OptionError(msg, field=f"plans.{key}", value=text)

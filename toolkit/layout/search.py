@@ -255,7 +255,8 @@ def pin_plans(graph: Graph, target: Target, options: Options
     graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
     pins, pinned = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()},
-                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class)
+                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class,
+                                _elsewhere(graph, graphs, options))
     return tiles, {f: g for f, g in graphs.items() if f in pins}, pins, pinned
 
 
@@ -282,14 +283,39 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
         if f == fused_now or not has_attention:
             out[f] = graph
         else:
-            fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
-            fields.setdefault("name", graph.name)
             try:
-                out[f] = build_graph(Workload(**{**fields, "fused_qkv": f}))
+                out[f] = _in_form(graph, f)
             except ModelError:   # a form the graph cannot take (mixed early casts of fused QKV): searched only
                 if options.fused_qkv is not None:
                     raise
     return out
+
+
+def _in_form(graph: Graph, fused: bool) -> Graph:
+    """``graph`` rebuilt with fused (or separate) QKV from its workload params."""
+    fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
+    fields.setdefault("name", graph.name)
+    return build_graph(Workload(**{**fields, "fused_qkv": fused}))
+
+
+def _elsewhere(graph: Graph, graphs: dict[bool, Graph], options: Options):
+    """For a plan key no op of the searched graphs matches: where it would match (the QKV form not searched, and
+    why it is not), or None."""
+    def where(key: str) -> str | None:
+        if len(graphs) != 1 or not bool(graph.ops["rule"].is_in(["scores"]).any()):
+            return None
+        fused = not next(iter(graphs))
+        try:
+            other = _in_form(graph, fused)
+        except (ModelError, TypeError):
+            return None
+        names = [n for n in other.ops["name"] if n == key or n.endswith("." + key)]
+        if not names:
+            return None
+        why = (f"option fused_qkv={options.fused_qkv} is pinned" if options.fused_qkv is not None else
+               f"workload {graph.name!r} keeps its QKV form (search_qkv=False)")
+        return f"{', '.join(map(repr, names))} exist only with {'fused' if fused else 'separate'} QKV, and {why}"
+    return where
 
 
 def _classes(o: Options) -> list[str]:
