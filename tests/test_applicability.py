@@ -196,3 +196,15 @@ def test_an_early_v_cast_beside_fp16_qk_on_fused_qkv_says_why_it_cannot_be_said(
     assert err.value.field == "pv_cast"
     graph = checked_graph(fused, {"pv_dtype": "f8_143", "pv_cast": "late"})   # the product casts V's panels
     assert graph.params["pv_dtype"] == "f8_143"
+
+
+def test_the_cli_refuses_by_name_too() -> None:
+    """``-o`` options reach the graph through a Workload (a built Graph refused every graph-rebuilding option)."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    runner = CliRunner()
+    r = runner.invoke(app, ["compile", "siglip-mlp-benchmark", "-o", "qk_dtype=f8_143"])
+    assert r.exit_code == 2 and "workload 'siglip-mlp-benchmark' has no attention" in r.output, r.output
+    r = runner.invoke(app, ["compile", "siglip-mlp-benchmark", "-o", "plans=fc1=4x92x4,fc1=4x92x2"])
+    assert r.exit_code == 2 and "op 'mlp.fc1' pinned twice: 'fc1=4x92x2' and 'fc1=4x92x4'" in r.output, r.output
