@@ -15,7 +15,7 @@ graph: a setting whose features the graph lacks is refused by name
 qk_dtype='f8_143' changes nothing: workload 'mlp-single-b1' has no attention
 ...``); a legal setting that another one makes idle is warned of
 (:class:`~toolkit.errors.NoEffectWarning`). Plan pins (option ``plans``) are
-matched to op names by :func:`toolkit.layout.gemm_search.resolve_pins`, which
+matched to op names by :func:`toolkit.layout.pins.resolve_pins`, which
 refuses pins that match no op, match ops of different shapes or pin one op
 twice.
 
@@ -123,7 +123,7 @@ OPTIONS: dict[str, Applies] = {
     "beam_width": Applies("the search's beam"),
     "tiles": Applies("the compute tiles"),
     "placement_time_limit": Applies("the exact placement's time cap"),
-    "plans": Applies("per-op GEMM plans (matched to op names by layout.gemm_search.resolve_pins)",
+    "plans": Applies("per-op GEMM plans (matched to op names by layout.pins.resolve_pins)",
                      (Feature.MATMUL,)),
     "tile_mapping": Applies("planned tile -> execution tile", (), lambda v, o, p, f: (
         "the identity mapping is what None does" if v == "identity" else None)),

@@ -26,21 +26,19 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.errors import InfeasibleError, ModelError, OptionError, ToolkitWarning
-from toolkit.graph import Graph, Workload, build_graph
+from toolkit.errors import InfeasibleError, OptionError, ToolkitWarning
+from toolkit.graph import Graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
-    PINS_SCHEMA,
     attention_grids,
     pinned_misfits,
     plan_chains,
     plan_columns,
-    resolve_pins,
     searches_plans,
 )
 from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args, product_mode
 from toolkit.layout.mapping import tile_permutation
-from toolkit.layout.pins import check_pins, compute_tiles
+from toolkit.layout.pins import PINS_SCHEMA, _prepare, pin_plans
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
 from toolkit.layout.screen import DTYPE_BYTES, SHARED, prime, screen
@@ -244,22 +242,6 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
                         params=params, op_candidates=op_cand, pins=pinned)
 
 
-def pin_plans(graph: Graph, target: Target, options: Options
-              ) -> tuple[int, dict[bool, Graph], dict[bool, tuple], pl.DataFrame]:
-    """What the search starts from, every pin checked (cheap: no candidate is screened): the compute tiles, the
-    graph in each QKV form searched (a plan pin of an op one form has, ``attn.qkv`` or ``attn.q``, keeps that
-    form), the pinned plans per form and the pins frame (which ops each entry matched,
-    :data:`~toolkit.layout.gemm_search.PINS_SCHEMA`)."""
-    tiles = compute_tiles(graph, target, options)
-    check_pins(graph, options)
-    graphs = _graph_variants(graph, options)
-    prepared = {f: _prepare(g) for f, g in graphs.items()}
-    pins, pinned = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()},
-                                {f: v[1] for f, v in prepared.items()}, tiles, options.weight_class,
-                                _elsewhere(graph, graphs, options))
-    return tiles, {f: g for f, g in graphs.items() if f in pins}, pins, pinned
-
-
 def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
     """Whether a candidate's attention products are on grids as option ``attention_products`` asks (a graph
     without attention, or ``None``, takes any)."""
@@ -267,57 +249,6 @@ def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
 
 
 # -- enumeration ---------------------------------------------------------------
-def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
-    """The graph in each QKV form searched: both where the graph allows, unless pinned or fixed by the workload.
-
-    A workload whose name fixes its QKV form (``search_qkv=False``, e.g. the
-    attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
-    """
-    fused_now = bool(graph.params.get("fused_qkv", False))
-    has_attention = bool(graph.ops["rule"].is_in(["scores"]).any())
-    searchable = has_attention and graph.params.get("search_qkv", True)
-    searched = [False, True] if searchable else [fused_now]
-    choices = searched if options.fused_qkv is None else [options.fused_qkv]
-    out = {}
-    for f in choices:
-        if f == fused_now or not has_attention:
-            out[f] = graph
-        else:
-            try:
-                out[f] = _in_form(graph, f)
-            except ModelError:   # a form the graph cannot take (mixed early casts of fused QKV): searched only
-                if options.fused_qkv is not None:
-                    raise
-    return out
-
-
-def _in_form(graph: Graph, fused: bool) -> Graph:
-    """``graph`` rebuilt with fused (or separate) QKV from its workload params."""
-    fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
-    fields.setdefault("name", graph.name)
-    return build_graph(Workload(**{**fields, "fused_qkv": fused}))
-
-
-def _elsewhere(graph: Graph, graphs: dict[bool, Graph], options: Options):
-    """For a plan key no op of the searched graphs matches: where it would match (the QKV form not searched, and
-    why it is not), or None."""
-    def where(key: str) -> str | None:
-        if len(graphs) != 1 or not bool(graph.ops["rule"].is_in(["scores"]).any()):
-            return None
-        fused = not next(iter(graphs))
-        try:
-            other = _in_form(graph, fused)
-        except (ModelError, TypeError):
-            return None
-        names = [n for n in other.ops["name"] if n == key or n.endswith("." + key)]
-        if not names:
-            return None
-        why = (f"option fused_qkv={options.fused_qkv} is pinned" if options.fused_qkv is not None else
-               f"workload {graph.name!r} keeps its QKV form (search_qkv=False)")
-        return f"{', '.join(map(repr, names))} exist only with {'fused' if fused else 'separate'} QKV, and {why}"
-    return where
-
-
 def _classes(o: Options) -> list[str]:
     return [o.weight_class] if o.weight_class is not None else list(WEIGHT_CLASSES)
 
@@ -394,13 +325,6 @@ def plans_label(p: LayoutParams) -> str | None:
     if not p.plans:
         return None
     return "; ".join(f"{name.rsplit('.', 1)[-1]}={g.label()}" for name, g in p.plans)
-
-
-def _prepare(g: Graph) -> tuple[list[dict], dict, dict]:
-    ops = list(g.ops.iter_rows(named=True))
-    tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
-    reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
-    return ops, tensors, reps
 
 
 def params_of(row: dict) -> LayoutParams:
