@@ -100,3 +100,11 @@ def test_a_pin_of_the_form_not_searched_says_why() -> None:
     with pytest.raises(OptionError, match=r"'attn.q' exist only with separate QKV, and workload 'encoder' keeps "
                                           r"its QKV form \(search_qkv=False\)"):
         _pins(fixed, {"attn.q": "2x4x1"})
+
+
+def test_a_pin_of_a_form_that_cannot_be_built_says_so() -> None:
+    """An early V cast beside FP16 QK has no fused form, so the search tries separate QKV alone."""
+    graph = build_graph(SMALL_ENCODER, pv_dtype="f8_143", pv_cast="early")
+    with pytest.raises(OptionError, match=r"plans names op 'qkv' .*: the fused-QKV form of workload 'encoder', "
+                                          r"which might have it, cannot be built \(fused QKV stores Q, K and V"):
+        _pins(graph, {"qkv": "2x4x1"})

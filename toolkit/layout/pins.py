@@ -240,16 +240,19 @@ def _elsewhere(graph: Graph, graphs: dict[bool, Graph], options: Options):
         if len(graphs) != 1 or not bool(graph.ops["rule"].is_in(["scores"]).any()):
             return None
         fused = not next(iter(graphs))
+        form = "fused" if fused else "separate"
         try:
             other = _in_form(graph, fused)
-        except (ModelError, TypeError):
+        except ModelError as exc:   # the form the search would try cannot be built (mixed casts of fused QKV)
+            return f"the {form}-QKV form of workload {graph.name!r}, which might have it, cannot be built ({exc})"
+        except TypeError:   # a graph whose params are no Workload's
             return None
         names = [n for n in other.ops["name"] if n == key or n.endswith("." + key)]
         if not names:
             return None
         why = (f"option fused_qkv={options.fused_qkv} is pinned" if options.fused_qkv is not None else
                f"workload {graph.name!r} keeps its QKV form (search_qkv=False)")
-        return f"{', '.join(map(repr, names))} exist only with {'fused' if fused else 'separate'} QKV, and {why}"
+        return f"{', '.join(map(repr, names))} exist only with {form} QKV, and {why}"
     return where
 
 
