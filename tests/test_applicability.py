@@ -25,7 +25,8 @@ BARE = {"weight_dtype": "f16", "biases": False, "layernorm": False, "residual": 
 GRAPHS = {
     "mlp": Workload(name="mlp", kind="mlp", **SMALL),                          # FP8, LayerNorm, residual
     "mlp-bare": Workload(name="mlp-bare", kind="mlp", **SMALL, **BARE),        # the hardware's Dense-GeLU-Dense
-    "attention": Workload(name="attention", kind="attention", **SMALL, heads=2, search_qkv=False),
+    "attention": Workload(name="attention", kind="attention", **SMALL, heads=2, search_qkv=False,
+                          compute_tiles=48),
     "attention-bare": Workload(name="attention-bare", kind="attention", **SMALL, heads=2, search_qkv=False,
                                projection=False, **BARE),
     "encoder": Workload(name="encoder", kind="encoder", **SMALL, heads=2),   # both QKV forms searched
@@ -174,7 +175,8 @@ def test_idle_settings_are_warned_by_name() -> None:
                                                                      r"pinned"),
                         ({"row_shard": 2, "plan_search": False}, r"option plan_search=False .* pinning row_shard"),
                         ({"fused_qkv": False}, r"option fused_qkv=False .* already separate"),
-                        ({"tile_mapping": "identity"}, r"option tile_mapping='identity' .* what None does")):
+                        ({"tile_mapping": "identity"}, r"option tile_mapping='identity' .* what None does"),
+                        ({"tiles": 48}, r"option tiles=48 .* workload 'attention''s own compute_tiles")):
         with pytest.warns(NoEffectWarning, match=said):
             checked_graph(GRAPHS["attention"], given)
 

@@ -121,7 +121,8 @@ OPTIONS: dict[str, Applies] = {
     "inner_splits": Applies("the inner-split grid searched", (Feature.LINEAR,),
                             _pinned("inner_split", "inner_splits")),
     "beam_width": Applies("the search's beam"),
-    "tiles": Applies("the compute tiles"),
+    "tiles": Applies("the compute tiles", (), lambda v, o, p, f: (
+        f"it is workload {p.get('name')!r}'s own compute_tiles" if v == p.get("compute_tiles") else None)),
     "placement_time_limit": Applies("the exact placement's time cap"),
     "plans": Applies("per-op GEMM plans (matched to op names by layout.pins.resolve_pins)",
                      (Feature.MATMUL,)),
