@@ -11,7 +11,7 @@ import pytest
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.graph import Workload, build_graph
 from toolkit.layout import search_layouts
-from toolkit.layout.search import pin_plans
+from toolkit.layout.pins import pin_plans
 from toolkit.options import as_options
 from toolkit.target import ipu21
 
