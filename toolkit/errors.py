@@ -89,3 +89,7 @@ class InvalidIRError(ToolkitError):
 class ToolkitWarning(UserWarning):
     """Something the toolkit did that the caller should know of, though nothing failed (a field a format
     cannot say, for instance)."""
+
+
+class NoEffectWarning(ToolkitWarning):
+    """An option, switch or pin that is legal but changes nothing for this graph (it names the field and why)."""

@@ -32,6 +32,7 @@ from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout.applicability import check_applicability
 from toolkit.layout.finalists import Finalist, choose_finalist
 from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
@@ -204,6 +205,17 @@ def resolve_graph(workload: str | Workload | Graph, weight_dtype: str | None = N
     raise ModelError(msg, field="workload", value=workload)
 
 
+def checked_graph(workload: str | Workload | Graph, options: Options | Mapping[str, Any] | None = None) -> Graph:
+    """The graph ``compile`` searches layouts for: :func:`resolve_graph` with the options' graph overrides, then
+    every non-default option and workload switch checked against it
+    (:func:`toolkit.layout.applicability.check_applicability`: refused by name when the graph has nothing it acts
+    on, warned of when another setting makes it idle). Cheap: no layout search runs."""
+    opts = as_options(options)
+    graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))
+    check_applicability(graph, opts)
+    return graph
+
+
 def product_options(opts: Options) -> dict[str, str]:
     """The attention products' options of ``opts`` when any product is FP8 (else none: the graph's own)."""
     if opts.qk_dtype == "f16" and opts.pv_dtype == "f16":
@@ -222,7 +234,7 @@ def compile(
     target = with_kernel_build(_target(target), opts.kernel_build)
     clock = _Clock(progress)
     with clock("graph"):
-        graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))
+        graph = checked_graph(workload, opts)
     with clock("layout"):
         searched = search_layouts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(

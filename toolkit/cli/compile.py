@@ -84,8 +84,11 @@ def compile_cmd(
             check_out(out, overwrite=overwrite)
             if target_file is not None:
                 check_not_input({"--out": out}, {"--target": target_file})
-        graph = toolkit.build_graph(workload, batch=batch, blocks=blocks,
-                                    **switches(biases, layernorm, residual, projection, host_layout))
+        # a Workload, not a built Graph: the options that rebuild it (weight_dtype, early_casts, the attention
+        # products' qk_dtype ...) then apply, as they do to toolkit.compile(name)
+        graph = toolkit.graph.get_workload(workload, batch=batch, blocks=blocks,
+                                           **switches(biases, layernorm, residual, projection, host_layout))
+        toolkit.build_graph(graph)   # a bad switch or shape fails here, before any option is read
         options = dict(parse_option(o) for o in option)
         if check:
             options["check"] = True

@@ -158,9 +158,14 @@ class Products:
         qk = DType.F8_143 if self.qk_dtype != "f16" and self.qk_cast == "early" else DType.F16
         pv = DType.F8_143 if self.pv_dtype != "f16" and self.pv_cast == "early" else DType.F16
         if fused_qkv and qk != pv:
-            msg = (f"fused QKV stores Q, K and V as one tensor, so QK and PV casts must both be early or neither "
+            early, kept = ("V", "Q and K stay") if pv == DType.F8_143 else ("Q and K", "V stays")
+            msg = (f"fused QKV stores Q, K and V as one tensor, so it cannot cast {early} early while {kept} FP16 "
                    f"(qk_dtype={self.qk_dtype!r}, qk_cast={self.qk_cast!r}, pv_dtype={self.pv_dtype!r}, "
-                   f"pv_cast={self.pv_cast!r}); make both FP8 products early, cast late, or use separate QKV")
+                   f"pv_cast={self.pv_cast!r}): the fused projection has one output tensor and a tensor has one "
+                   f"dtype, so its GEMM cannot store some columns F143 and the others FP16 (a per-column-range "
+                   f"cast in the GEMM's epilogue is not modelled); cast the FP8 product late (it casts the FP16 "
+                   f"panels it receives), make both products FP8 with early casts, or use separate QKV "
+                   f"(fused_qkv=False)")
             raise ModelError(msg, field="qk_cast" if qk == DType.F8_143 else "pv_cast",
                              value=self.qk_cast if qk == DType.F8_143 else self.pv_cast)
         return qk, pv

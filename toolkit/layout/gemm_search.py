@@ -1,4 +1,4 @@
-"""Per-op GEMM plans: resolve pins, enumerate and screen plans of every linear op, and offer chains of them.
+"""Per-op GEMM plans: enumerate and screen plans of every linear op, and offer chains of them.
 
 Every linear op gets thousands of candidate plans (``m x n x k`` and result
 splits, :func:`enumerate_plans`), screened at once by
@@ -15,7 +15,6 @@ every plan with its estimates and the chains that chose it.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 
 import numpy as np
@@ -24,8 +23,7 @@ import polars as pl
 from toolkit.costs import cycles
 from toolkit.errors import InfeasibleError, OptionError
 from toolkit.layout.chains import choose_chains
-from toolkit.layout.constraints import constraint_plan, read_constraint
-from toolkit.layout.gemm import GemmPlan, parse_plan
+from toolkit.layout.gemm import GemmPlan
 from toolkit.layout.gemm_screen import (
     gemm_estimates,
     in_place_cycles,
@@ -33,9 +31,9 @@ from toolkit.layout.gemm_screen import (
     linear_signature,
     runs_in_place,
 )
-from toolkit.layout.ipu_stack import PRODUCT_MODES, normalize_memory, resolve_number
+from toolkit.layout.ipu_stack import PRODUCT_MODES
 from toolkit.layout.screen import region0_free_bytes, region1_bytes
-from toolkit.options import CONSTRAINT_KEY, Options
+from toolkit.options import Options
 from toolkit.target import Target, ipu21
 
 #: staged reductions are enumerated for plans whose transient bytes take more than this share of the memory
@@ -68,66 +66,6 @@ OP_CANDIDATES_SCHEMA = {
 
 def linear_ops(ops: list[dict], tensors: dict) -> list[dict]:
     return [op for op in ops if op["rule"] == "linear"]
-
-
-def resolve_pins(pins: tuple[tuple[str, str], ...], variants: dict[bool, list[dict]], tensors: dict[bool, dict],
-                 tiles: int, weight_class: str | None = None) -> dict[bool, tuple[tuple[str, GemmPlan], ...]]:
-    """Pinned plans per graph variant: a key matches the op named it, else every op ending in ``"." + key``
-    (``mlp.fc1`` pins that op alone, not also ``map.mlp.fc1``; ``fc1`` pins both); an ipu-stack constraint line
-    (:data:`toolkit.options.CONSTRAINT_KEY`) names its op by ipu-stack's number (:mod:`toolkit.layout.ipu_stack`).
-
-    Unknown keys, keys naming an op that is not a linear, malformed plans and
-    plans needing more tiles than the compute tiles raise errors naming the op
-    and the value (with the closest legal alternative). A line's memory class
-    equal to the pinned ``weight_class`` is the layout's (the plan names none).
-    """
-    out: dict[bool, list[tuple[str, GemmPlan]]] = {v: [] for v in variants}
-    names = sorted({op["name"] for ops in variants.values() for op in ops})
-    for key, text in pins:
-        if key == CONSTRAINT_KEY:
-            line = read_constraint(text)
-            for v, ops in variants.items():
-                try:
-                    op = resolve_number(line.op, ops, text)
-                    plan = normalize_memory(constraint_plan(line, int(op["rows"]), int(op["cols"]), op["name"]),
-                                            weight_class)
-                except OptionError as exc:   # both QKV forms searched: say which graph the line does not fit
-                    if len(variants) < 2:
-                        raise
-                    msg = (f"{exc} [in the graph with {'fused' if v else 'separate'} QKV; ipu-stack builds one "
-                           f"form (--fuse-qkv or not): pin fused_qkv to the form the lines were written for]")
-                    raise OptionError(msg, field=exc.field, value=text) from None
-                _check_fits(op, plan, tiles, "plans.RxCxK", text)
-                if any(name == op["name"] for name, _ in out[v]):
-                    msg = f"constraint {text!r}: op {op['name']!r} (number {line.op}) is pinned twice"
-                    raise OptionError(msg, field="plans.OP", value=text, op=op["name"])
-                out[v].append((op["name"], plan))
-            continue
-        matched = False
-        exact = key in names
-        for v, ops in variants.items():
-            lin = {op["name"] for op in linear_ops(ops, tensors[v])}
-            products = {op["name"] for op in ops if op["rule"] in ("scores", "values")}   # attention products
-            for op in ops:
-                if op["name"] != key and (exact or not op["name"].endswith("." + key)):
-                    continue
-                matched = True
-                if op["name"] not in lin | products:
-                    msg = (f"plans pins op {op['name']!r} (key {key!r}), which is a {op['kind']}; plans apply to "
-                           f"matmuls: {sorted(lin | products)}")
-                    raise OptionError(msg, field=f"plans.{key}", value=text, op=op["name"])
-                plan = parse_plan(text, op=op["name"])
-                if op["name"] in products:
-                    _check_product(op, plan, key, text)
-                else:
-                    _check_fits(op, plan, tiles, f"plans.{key}", text)
-                out[v].append((op["name"], plan))
-        if not matched:
-            close = difflib.get_close_matches(key, names + [n.rsplit(".", 1)[-1] for n in names], n=2)
-            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else f"; ops: {names}"
-            msg = f"plans names op {key!r}, which no op of the graph is or ends with{hint}"
-            raise OptionError(msg, field=f"plans.{key}", value=text)
-    return {v: tuple(sorted(p)) for v, p in out.items()}
 
 
 def _check_fits(op: dict, plan: GemmPlan, tiles: int, field: str, text: str) -> None:
@@ -409,6 +347,34 @@ def _check_product_pins(scores: list[dict], values: list[dict], pinned: dict, mo
             raise OptionError(msg, field="attention_products", value=mode)
 
 
+def _pinned_frame(args: tuple, followers: tuple[dict, ...], g: GemmPlan, room: int) -> pl.DataFrame:
+    """The one-row per-op frame of a pinned plan (OP_CANDIDATES_SCHEMA), screened like any enumerated plan."""
+    one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
+           "gathered": int(g.weights == "gathered"), "staging": g.staging, "swapped": int(g.swapped)}
+    given = {k: np.array([v], dtype=np.int64) for k, v in one.items()} | {"memory": np.array([g.memory])}
+    est = _estimates(*args, followers, given)
+    return _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
+
+
+def pinned_misfits(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
+                   weight_class: str, pins: tuple) -> list[tuple[str, GemmPlan, str]]:
+    """The pinned linear plans that cannot fit one tile even alone: (op, plan, why), in op order."""
+    pinned = dict(pins)
+    room = target.load_limit - target.memory_start - RESERVE_BYTES
+    out = []
+    for op in linear_ops(ops, tensors):
+        if op["name"] not in pinned:
+            continue
+        followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
+        args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
+        row = _pinned_frame(args, followers, pinned[op["name"]], room).row(0, named=True)
+        if not row["feasible"]:
+            w, t = row["weight_bytes"], row["transient_bytes"]
+            out.append((op["name"], pinned[op["name"]],
+                        f"needs {w + t:,} B per tile (weights {w:,} B, transient {t:,} B) > {room:,} B"))
+    return out
+
+
 def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tiles: int, o: Options,
                 weight_class: str, pins: tuple, memo: dict | None = None) -> tuple[list[tuple], pl.DataFrame]:
     """The chains of per-op plans offered to the whole-graph screen (:func:`toolkit.layout.chains.choose_chains`)
@@ -425,12 +391,7 @@ def plan_chains(ops: list[dict], tensors: dict, reps: dict, target: Target, tile
         followers = tuple(f for f in ops if f["inputs"] and f["inputs"][0] == op["output"] and runs_in_place(f, op))
         args = (op, tensors, reps, target, tiles, o.partials, o.inner_block, weight_class)
         if op["name"] in pinned:   # the pinned plan alone: its bytes share the tile with the searched ops
-            g = pinned[op["name"]]
-            one = {"m": g.m, "n": g.n, "k": g.k, "result_rows": g.result_rows, "result_cols": g.result_cols,
-                   "gathered": int(g.weights == "gathered"), "staging": g.staging, "swapped": int(g.swapped)}
-            given = {k: np.array([v], dtype=np.int64) for k, v in one.items()} | {"memory": np.array([g.memory])}
-            est = _estimates(*args, followers, given)
-            frames[op["name"]] = _op_frame(est.with_columns(pl.lit(g.order).alias("order")), room)
+            frames[op["name"]] = _pinned_frame(args, followers, pinned[op["name"]], room)
             continue
         key = (linear_signature(op, tensors, reps), tuple(in_place_signature(f, tensors) for f in followers), tiles,
                o.partials, o.inner_block, weight_class, o.row_block)
@@ -456,8 +417,8 @@ __all__ = [
     "enumerate_plans",
     "linear_ops",
     "op_candidates",
+    "pinned_misfits",
     "plan_chains",
     "plan_columns",
-    "resolve_pins",
     "searches_plans",
 ]

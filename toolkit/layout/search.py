@@ -26,19 +26,19 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.errors import InfeasibleError, ModelError, OptionError, ToolkitWarning
-from toolkit.graph import Graph, Workload, build_graph
+from toolkit.errors import InfeasibleError, OptionError, ToolkitWarning
+from toolkit.graph import Graph
 from toolkit.layout.gemm_search import (
     OP_CANDIDATES_SCHEMA,
     attention_grids,
+    pinned_misfits,
     plan_chains,
     plan_columns,
-    resolve_pins,
     searches_plans,
 )
 from toolkit.layout.ipu_stack import FP8_SCALE, constraint_lines, ipu_stack_args, product_mode
 from toolkit.layout.mapping import tile_permutation
-from toolkit.layout.pins import check_pins, compute_tiles
+from toolkit.layout.pins import PINS_SCHEMA, _prepare, pin_plans
 from toolkit.layout.plans import LayoutParams, linear_grid
 from toolkit.layout.refine import refine_beam
 from toolkit.layout.screen import DTYPE_BYTES, SHARED, prime, screen
@@ -84,12 +84,14 @@ class LayoutResult:
     graphs: dict[bool, Graph]  # the graph variants searched, by fused QKV
     params: dict[int, LayoutParams] = field(default_factory=dict)   # the typed layout of every candidate id
     op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
+    pins: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PINS_SCHEMA))   # the ops each plan pin
+                                                                                           # matched (PINS_SCHEMA)
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {"candidates": self.candidates, "op_candidates": self.op_candidates}
+        return {"candidates": self.candidates, "op_candidates": self.op_candidates, "pins": self.pins}
 
     def constraints(self) -> list[str]:
         """ipu-stack's ``--gemm-plan-constraint`` line for every GEMM of the chosen program (op numbers as
@@ -124,7 +126,7 @@ class LayoutResult:
                 .with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
         chosen = self.params[candidate_id]
         return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
-                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates)
+                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates, pins=self.pins)
 
 
 def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
@@ -134,13 +136,9 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     ones are refined with their real routes (``sched_cycles``) and the best
     refined estimate is chosen.
     """
-    tiles = compute_tiles(graph, target, options)
-    check_pins(graph, options)
+    tiles, graphs, pins, pinned = pin_plans(graph, target, options)
     perm = tile_permutation(options.tile_mapping, tiles)   # applied to the typed layouts; the screen is blind to it
-    graphs = _graph_variants(graph, options)
     prepared = {f: _prepare(g) for f, g in graphs.items()}
-    pins = resolve_pins(options.plans, {f: v[0] for f, v in prepared.items()}, {f: v[1] for f, v in prepared.items()},
-                        tiles, options.weight_class)
     if not searches_plans(options) and not any(_products_hold(v[0], dict(pins[f]), options.attention_products)
                                                for f, v in prepared.items()):
         msg = (f"option attention_products={options.attention_products!r} asks for product grids the plans do not "
@@ -215,7 +213,8 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     cand = cand.with_columns(pareto_front(cand).alias("pareto"))
     feas = cand.filter(pl.col("feasible")).sort("est_cycles", "peak_live_bytes", "candidate_id")
     if feas.height == 0:
-        raise _no_fit(cand, options)
+        raise _no_fit(cand, options, pinned, {f: pinned_misfits(*prepared[f], target, tiles, options, classes[0],
+                                                                pins[f]) for f in prepared})
     # the beam holds distinct routes: weight-class twins share every transfer, keep the better one
     route_keys = ["row_block", "stream_block", "row_shard", "inner_split", "panel_groups", "inner_block", "fused_qkv",
                   "partials", "plans", "stream_weights"]
@@ -240,7 +239,7 @@ def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResu
     op_cand = (pl.concat(op_frames) if op_frames else pl.DataFrame(schema={**OP_CANDIDATES_SCHEMA,
                                                                            "fused_qkv": pl.Boolean}))
     return LayoutResult(candidates=cand, chosen=chosen, graph=graphs[chosen.fused_qkv], tiles=tiles, graphs=graphs,
-                        params=params, op_candidates=op_cand)
+                        params=params, op_candidates=op_cand, pins=pinned)
 
 
 def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
@@ -250,32 +249,6 @@ def _products_hold(ops: list[dict], plans: dict, mode: str | None) -> bool:
 
 
 # -- enumeration ---------------------------------------------------------------
-def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
-    """The graph in each QKV form searched: both where the graph allows, unless pinned or fixed by the workload.
-
-    A workload whose name fixes its QKV form (``search_qkv=False``, e.g. the
-    attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
-    """
-    fused_now = bool(graph.params.get("fused_qkv", False))
-    has_attention = bool(graph.ops["rule"].is_in(["scores"]).any())
-    searchable = has_attention and graph.params.get("search_qkv", True)
-    searched = [False, True] if searchable else [fused_now]
-    choices = searched if options.fused_qkv is None else [options.fused_qkv]
-    out = {}
-    for f in choices:
-        if f == fused_now or not has_attention:
-            out[f] = graph
-        else:
-            fields = {k: v for k, v in graph.params.items() if k in Workload.__slots__}
-            fields.setdefault("name", graph.name)
-            try:
-                out[f] = build_graph(Workload(**{**fields, "fused_qkv": f}))
-            except ModelError:   # a form the graph cannot take (mixed early casts of fused QKV): searched only
-                if options.fused_qkv is not None:
-                    raise
-    return out
-
-
 def _classes(o: Options) -> list[str]:
     return [o.weight_class] if o.weight_class is not None else list(WEIGHT_CLASSES)
 
@@ -354,13 +327,6 @@ def plans_label(p: LayoutParams) -> str | None:
     return "; ".join(f"{name.rsplit('.', 1)[-1]}={g.label()}" for name, g in p.plans)
 
 
-def _prepare(g: Graph) -> tuple[list[dict], dict, dict]:
-    ops = list(g.ops.iter_rows(named=True))
-    tensors = {r["tensor_id"]: r for r in g.tensors.iter_rows(named=True)}
-    reps = dict(zip(g.repeats["block"].to_list(), g.repeats["instances"].to_list(), strict=True))
-    return ops, tensors, reps
-
-
 def params_of(row: dict) -> LayoutParams:
     sb = row.get("stream_block")
     return LayoutParams(row_block=row["row_block"], stream_block=None if sb in (None, row["row_block"]) else sb,
@@ -390,12 +356,31 @@ def pareto_front(c: pl.DataFrame) -> pl.Series:
     return pl.Series(out)
 
 
-def _no_fit(cand: pl.DataFrame, options: Options) -> InfeasibleError:
+def _no_fit(cand: pl.DataFrame, options: Options, pinned: pl.DataFrame,
+            misfits: dict[bool, list[tuple[str, object, str]]]) -> InfeasibleError:
+    """Why nothing fits: a pinned plan that cannot fit a tile even alone (naming the op, the entry and the bytes),
+    else the smallest candidate's reason beside the pins the user gave (and no knob the user did not set)."""
+    entry = dict(zip(pinned["op"], pinned["entry"], strict=True))
+    key = dict(zip(pinned["op"], pinned["key"], strict=True))
+    for bad in misfits.values():
+        for name, plan, why in bad:
+            msg = (f"plan {plan.label()} pinned for op {name!r} ({entry.get(name, name)!r}) cannot fit one tile "
+                   f"even alone: it {why} (tile memory less the exchange staging window and package support); "
+                   f"split the op over more tiles (more column or inner partitions, or gathered weights) or leave "
+                   f"it to the search")
+            text = entry.get(name, "")
+            return InfeasibleError(msg, field=f"plans.{key.get(name, name)}", value=text.split("=", 1)[-1],
+                                   op=name)
     best = cand.sort("peak_live_bytes", nulls_last=True).row(0, named=True)
     pins = {k: v for k, v in _asdict_opts(options).items() if v is not None}
-    msg = (f"no layout candidate fits ({cand.height} tried"
-           + (f" with pins {pins}" if pins else "") + f"); the smallest, row_block={best['row_block']} "
-           f"row_shard={best['row_shard']} inner_split={best['inner_split']}, was rejected: {best['reject_reason']}")
+    entries = list(dict.fromkeys(pinned["entry"]))
+    given = ([f"pins {pins}"] if pins else []) + ([f"plans {entries}"] if entries else [])
+    smallest = (f"plans {best['plans']}" if best.get("plans") else
+                f"row_block={best['row_block']} row_shard={best['row_shard']} inner_split={best['inner_split']}")
+    msg = (f"no layout candidate fits ({cand.height} tried" + (f" with {' and '.join(given)}" if given else "")
+           + f"); the smallest, {smallest}, was rejected: {best['reject_reason']}")
+    if pinned.height:
+        return InfeasibleError(msg, field=f"plans.{pinned['key'][0]}", value=pinned["entry"][0], op=pinned["op"][0])
     return InfeasibleError(msg, field=next(iter(pins), None), value=next(iter(pins.values()), None))
 
 
