@@ -233,6 +233,10 @@ def staleness(manifest: dict) -> Staleness:
     version = manifest.get("toolkit_version")
     if version != __version__:
         found.append(("toolkit_version", f"compiled by toolkit {version} (this is {__version__})"))
+    from toolkit.graph.presets import renamed_since
+    renamed = renamed_since(manifest.get("workload"), version) if isinstance(version, str) else None
+    if renamed:   # the name means another graph now: say which name the recorded graph has today
+        found.append(("workload", renamed))
     recorded = manifest.get(PROVENANCE)
     if not isinstance(recorded, dict) or recorded.get("format") != FORMAT:
         found.append(("provenance", "written before provenance was recorded" if not isinstance(recorded, dict)
