@@ -31,9 +31,10 @@ from toolkit.check import check
 from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
-from toolkit.layout import LayoutResult, search_layouts
+from toolkit.layout import LayoutResult
 from toolkit.layout.applicability import check_applicability
 from toolkit.layout.finalists import Finalist, choose_finalist
+from toolkit.layout.tile_counts import search_tile_counts
 from toolkit.options import Options, as_options
 from toolkit.package import Package, package_images, size_package, verify_package
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
@@ -236,7 +237,7 @@ def compile(
     with clock("graph"):
         graph = checked_graph(workload, opts)
     with clock("layout"):
-        searched = search_layouts(graph, target, opts)
+        searched = search_tile_counts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(
         searched, lambda cid: _finalist(searched, cid, target, opts, clock))
     with clock("placement"):

@@ -53,6 +53,9 @@ PACKING_MARGIN = 0.02
 #: are nearly free (only blocks whose home tiles fit the compute tiles are tried)
 STREAM_BLOCKS = (1, 2, 4, 8, 12, 24)
 
+#: one row per compute-tile count the search tried: its chosen candidate's refined and screen estimates
+TILE_COUNTS_SCHEMA = {"tiles": pl.Int64, "sched_cycles": pl.Int64, "est_cycles": pl.Int64,
+                      "est_compute_cycles": pl.Int64, "chosen": pl.Boolean}
 CANDIDATES_SCHEMA = {
     "candidate_id": pl.Int32, "row_block": pl.Int64, "stream_block": pl.Int64, "row_shard": pl.Int64,
     "panel_groups": pl.Int64,
@@ -86,12 +89,16 @@ class LayoutResult:
     op_candidates: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OP_CANDIDATES_SCHEMA))
     pins: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PINS_SCHEMA))   # the ops each plan pin
                                                                                            # matched (PINS_SCHEMA)
+    #: the compute-tile counts the search tried and the refined estimate of each one's choice (TILE_COUNTS_SCHEMA;
+    #: one row when the count was fixed: toolkit.layout.tile_counts)
+    tile_counts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=TILE_COUNTS_SCHEMA))
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {"candidates": self.candidates, "op_candidates": self.op_candidates, "pins": self.pins}
+        return {"candidates": self.candidates, "op_candidates": self.op_candidates, "pins": self.pins,
+                "tile_counts": self.tile_counts}
 
     def constraints(self) -> list[str]:
         """ipu-stack's ``--gemm-plan-constraint`` line for every GEMM of the chosen program (op numbers as
@@ -125,8 +132,7 @@ class LayoutResult:
                 .rename({"ok": "placed", "low": "lowered_cycles"})
                 .with_columns((pl.col("candidate_id") == candidate_id).alias("chosen")))
         chosen = self.params[candidate_id]
-        return LayoutResult(candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv], tiles=self.tiles,
-                            graphs=self.graphs, params=self.params, op_candidates=self.op_candidates, pins=self.pins)
+        return dataclasses.replace(self, candidates=cand, chosen=chosen, graph=self.graphs[chosen.fused_qkv])
 
 
 def search_layouts(graph: Graph, target: Target, options: Options) -> LayoutResult:
