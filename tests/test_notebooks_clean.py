@@ -1,6 +1,6 @@
 """Running the notebooks leaves a checkout clean: the output-stripping git filter and the notebooks' form.
 
-The README's first command runs ``toolkit git-filter``, which defines the
+``toolkit lab`` (and ``toolkit git-filter`` alone, as the README says) defines the
 ``nbstripout`` clean filter that ``.gitattributes`` applies to every notebook:
 git then stores (and compares against) a notebook without outputs, so a user
 who runs the notebooks in JupyterLab and saves them sees no change. That holds
@@ -72,7 +72,7 @@ def test_running_the_notebooks_leaves_the_checkout_clean(tmp_path):
     _executed(committed[0])
     assert _git("status", "--porcelain", cwd=clone), "without the filter an executed notebook shows as modified"
     _git("checkout", "--", ".", cwd=clone)
-    subprocess.run([sys.executable, "-m", "toolkit", "git-filter"], cwd=clone, check=True)   # the README's step
+    subprocess.run([sys.executable, "-m", "toolkit", "git-filter"], cwd=clone, check=True)   # toolkit lab's step
     for path in committed:
         _executed(path)
     assert _git("diff", cwd=clone) == ""
