@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.errors import OptionError
-from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced_bounds
+from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced_bounds, parse_plan, read_count
+from toolkit.options import CONSTRAINT_KEY
 
 #: the fields of ipu-stack's ``--gemm-plan-constraint`` line, in order (``crates/ipu-tests/src/main.rs``,
 #: ``parse_gemm_plan_constraint``): source op number, compute grid, result grid (each compute cell's output cut
@@ -25,8 +26,9 @@ from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced
 CONSTRAINT_FIELDS = ("OP", "RxCxK", "RRxRC", "BLOCK", "MEMORY", "ORIENTATION", "REDUCTION", "LOCAL")
 #: ipu-stack's local weight stagings; toolkit reads local operands in place (``direct``) only
 LOCAL_STAGINGS = ("direct",)
-#: ipu-stack parses grid and result counts as u16
+#: ipu-stack parses grid and result counts and batch sizes as u16, the op number and the column block as u32
 _U16 = 65535
+_U32 = 4_294_967_295
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +54,21 @@ def _refuse(text: str, name: str, value: str, why: str, legal: str | None = None
     return OptionError(msg, field=f"plans.{name}", value=text)
 
 
+def _shown(value: str) -> str:
+    return value if len(value) <= 40 else f"{value[:32]}... ({len(value):,} characters)"
+
+
 def _counts(text: str, name: str, value: str, parts: int) -> tuple[int, ...]:
     items = value.split("x")
-    if len(items) != parts or not all(i.isdigit() for i in items):
-        padded = (items + ["1"] * parts)[:parts]
-        legal = "x".join(str(max(1, min(int(i), _U16))) if i.isdigit() else "1" for i in padded)
-        raise _refuse(text, name, value, f"write {parts} counts joined by 'x'", legal)
-    counts = tuple(int(i) for i in items)
+    counts = [read_count(i, _U16) for i in items]
+    if len(items) != parts or None in counts:
+        padded = ([c for c in counts] + [1] * parts)[:parts]
+        legal = "x".join(str(max(1, min(c, _U16))) if c is not None else "1" for c in padded)
+        raise _refuse(text, name, _shown(value), f"write {parts} counts in ASCII digits joined by 'x'", legal)
     if any(c < 1 or c > _U16 for c in counts):
         legal = "x".join(str(max(1, min(c, _U16))) for c in counts)
-        raise _refuse(text, name, value, f"every count must be between 1 and {_U16}", legal)
-    return counts
+        raise _refuse(text, name, _shown(value), f"every count must be between 1 and {_U16}", legal)
+    return tuple(counts)
 
 
 def _word(text: str, name: str, value: str, legal: tuple[str, ...], why: str) -> str:
@@ -86,18 +92,22 @@ def read_constraint(text: str) -> Constraint:
                f"{':'.join(CONSTRAINT_FIELDS)}, e.g. '0:4x92x4:4x1:48:interleaved:normal:complete:direct'")
         raise OptionError(msg, field="plans", value=text)
     op, grid, result, block, memory, orientation, reduction, local = (p.strip() for p in parts)
-    if not op.isdigit():
-        raise _refuse(text, "OP", op, "the op number is a non-negative integer (ipu-stack's operation index)", "0")
+    number = read_count(op, _U32)
+    if number is None or number > _U32:
+        raise _refuse(text, "OP", _shown(op), f"the op number is an integer from 0 to {_U32} in ASCII digits "
+                      f"(ipu-stack's operation index)", "0")
     grid_c = _counts(text, "RxCxK", grid, 3)
     result_c = _counts(text, "RRxRC", result, 2)
-    if not block.isdigit() or int(block) < 1:
-        raise _refuse(text, "BLOCK", block, "the output column block is a positive number of columns", "16")
+    columns = read_count(block, _U32)
+    if columns is None or not 1 <= columns <= _U32:
+        raise _refuse(text, "BLOCK", _shown(block), f"the output column block is a number of columns from 1 to "
+                      f"{_U32} in ASCII digits", "16")
     memory = _word(text, "MEMORY", memory, MEMORY_CLASSES, "the weight memory class is standard or interleaved")
     orientation = _word(text, "ORIENTATION", orientation, ORIENTATIONS, "the orientation is normal or swapped")
     staging = _reduction(text, reduction)
     local = _word(text, "LOCAL", local, LOCAL_STAGINGS,
                   "toolkit reads local weights in place ('direct'); ipu-stack's 'match-remote' is not modelled")
-    return Constraint(op=int(op), grid=grid_c, result=result_c, block=int(block), memory=memory,
+    return Constraint(op=number, grid=grid_c, result=result_c, block=columns, memory=memory,
                       orientation=orientation, staging=staging, local=local, text=text)
 
 
@@ -109,11 +119,11 @@ def _reduction(text: str, value: str) -> int:
     if value == "streamed":
         return 1
     if value.startswith("batch-"):
-        n = value.removeprefix("batch-")
-        if n.isdigit() and 1 <= int(n) <= _U16:
-            return int(n)
-        raise _refuse(text, "REDUCTION", value, "batch-N needs N between 1 and 65535 remote partials per epoch",
-                      "batch-1")
+        n = read_count(value.removeprefix("batch-"), _U16)
+        if n is not None and 1 <= n <= _U16:
+            return n
+        raise _refuse(text, "REDUCTION", _shown(value), f"batch-N needs N between 1 and {_U16} remote partials per "
+                      f"epoch in ASCII digits", "batch-1")
     close = difflib.get_close_matches(value, ("complete", "streamed", "batch-2"), n=1, cutoff=0.0)
     raise _refuse(text, "REDUCTION", value, "the reduction is complete, streamed or batch-N", close[0])
 
@@ -180,5 +190,17 @@ def write_constraint(number: int, plan: GemmPlan, rows: int, cols: int, memory: 
 
 
 
-__all__ = ["CONSTRAINT_FIELDS", "LOCAL_STAGINGS", "Constraint", "column_block", "constraint_plan", "read_constraint",
-           "write_constraint"]
+def check_plan_texts(plans: tuple[tuple[str, str], ...]) -> None:
+    """Read every entry of an :class:`~toolkit.options.Options` ``plans`` value as its syntax (an ipu-stack line
+    under the constraint key, else our label), before any graph is built: a bad count, word or field is refused
+    here by name (a sweep checks every point with it before the first compile). Op names and numbers are
+    resolved against the graph later (:func:`toolkit.layout.gemm_search.resolve_pins`)."""
+    for key, text in plans:
+        if key == CONSTRAINT_KEY:
+            read_constraint(text)
+        else:
+            parse_plan(text, op=key)
+
+
+__all__ = ["CONSTRAINT_FIELDS", "LOCAL_STAGINGS", "Constraint", "check_plan_texts", "column_block", "constraint_plan",
+           "read_constraint", "write_constraint"]

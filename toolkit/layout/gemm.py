@@ -24,7 +24,15 @@ import numpy as np
 
 from toolkit.errors import OptionError
 
-_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?((?:\s+[\w-]+)*)\s*$")
+#: a label's shape: the counts are any run of characters but ``x`` / ``/`` / space (read by :func:`read_count`, so
+#: a superscript, a non-ASCII digit or an overlong count is refused by name, not by the pattern)
+_PLAN = re.compile(r"^\s*([^\sx/]+)\s*x\s*([^\sx/]+)\s*x\s*([^\sx/]+)\s*(?:/\s*([^\sx/]+)\s*x\s*([^\sx/]+))?"
+                   r"((?:\s+[\w-]+)*)\s*$")
+#: the most partitions (or result pieces) a label's count may say: far above any machine's tiles
+MAX_COUNT = 1_000_000
+#: the most partials per epoch a ``batched<N>`` word may say (ipu-stack's batch size is a u16)
+MAX_BATCH = 65_535
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 #: how a plan keeps its weight blocks: ``resident`` (every row partition holds its (inner, column) block) or
 #: ``gathered`` (each block stored once, cut by inner rows over the m row-partition tiles, all-gathered per use)
 WEIGHT_STORES = ("resident", "gathered")
@@ -37,6 +45,20 @@ TILE_ORDERS = ("columns", "rows")
 ORIENTATIONS = ("normal", "swapped")
 #: the AMP coefficient operand's memory class per op (ipu-stack's MEMORY); ``""``: the layout's weight class
 MEMORY_CLASSES = ("interleaved", "standard")
+
+
+def read_count(text: object, most: int) -> int | None:
+    """The one reader of a count in every plan syntax (our labels, ``batched<N>``, ipu-stack's constraint lines,
+    the CLI's integer option values): ASCII digits ``0-9`` only, as ipu-stack's ``u16`` / ``u32`` parse reads them.
+    None when ``text`` is not such a count (a sign, a superscript ``⁸``, an Arabic-Indic ``٣``: ``str.isdigit``
+    accepts them and ``int`` reads some); ``most + 1`` when it says more than ``most`` (a 5,000-digit count is
+    never given to ``int``, whose digit limit would raise a ValueError). Callers refuse both by field and value."""
+    if not isinstance(text, str) or _DIGITS.fullmatch(text) is None:
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(most)):
+        return most + 1
+    return min(int(digits), most + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,18 +184,22 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         msg = (f"plan for op {op!r} is {text!r}; write 'MxNxK' (row x column x inner partitions, e.g. '4x92x4') "
                f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92'), optionally followed by ' gathered'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
-    m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
+    m, n, k = (_count(text, op, mt.group(i), what) for i, what in ((1, "row"), (2, "column"), (3, "inner")))
     fields: dict[str, object] = {}
     by_word = {w: (f.name, v) for f in LABEL_WORDS for v, w in f.words}
     for word in mt.group(6).split():
-        batched = re.fullmatch(r"batched(\d+)", word)
         if word in by_word:
             fields[by_word[word][0]] = by_word[word][1]
-        elif word == "streamed" or batched:
-            staging = 1 if word == "streamed" else int(batched.group(1))
-            if staging < 1:
+        elif word == "streamed" or word.startswith("batched"):
+            staging = 1 if word == "streamed" else read_count(word.removeprefix("batched"), MAX_BATCH)
+            if staging == 0:
                 msg = (f"plan for op {op!r} is {text!r}: {word!r} stages no partials per epoch; write 'batched<N>' "
                        f"with N >= 1 ('streamed' is 'batched1'), or drop it to reduce all partials at once")
+                raise OptionError(msg, field=f"plans.{op}", value=text)
+            if staging is None or staging > MAX_BATCH:
+                msg = (f"plan for op {op!r} is {text!r}: {word!r} is not a reduction staging: write 'batched<N>' "
+                       f"with N from 1 to {MAX_BATCH} remote partials per epoch in ASCII digits ('streamed' is "
+                       f"'batched1'), or drop it to reduce all partials at once")
                 raise OptionError(msg, field=f"plans.{op}", value=text)
             fields["staging"] = staging
         else:
@@ -188,7 +214,7 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         raise OptionError(msg, field=f"plans.{op}", value=text)
     if mt.group(4) is None:
         return _plan(text, op, m=m, n=n, k=k, **fields)
-    rr, rc = int(mt.group(4)), int(mt.group(5))
+    rr, rc = _count(text, op, mt.group(4), "result row"), _count(text, op, mt.group(5), "result column")
     if rr % m or rc % n or rr == 0 or rc == 0:
         msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
                f"{m} rows x {n} columns (each cell's output cut into whole pieces), e.g. '{m}x{n}x{k}/{m * k}x{n}'")
@@ -198,6 +224,18 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
                f"inner-split tiles of a cell; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows")
         raise OptionError(msg, field=f"plans.{op}", value=text)
     return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, **fields)
+
+
+def _count(text: str, op: str, value: str, what: str) -> int:
+    """One count of a label, read by :func:`read_count`; anything else is refused naming the count."""
+    n = read_count(value, MAX_COUNT)
+    if n is None or n > MAX_COUNT:
+        why = ("is more than the most a label may say" if n is not None else
+               "is not a count: write it in ASCII digits 0-9")
+        msg = (f"plan for op {op!r} is {text!r}: the {what} count {value[:40]!r}{'...' if len(value) > 40 else ''} "
+               f"{why} (at most {MAX_COUNT:,}), e.g. '4x92x4' or '4x92x4/16x92'")
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    return n
 
 
 def _plan(text: str, op: str, **fields) -> GemmPlan:
@@ -231,6 +269,8 @@ def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, 
 
 __all__ = [
     "LABEL_WORDS",
+    "MAX_BATCH",
+    "MAX_COUNT",
     "MEMORY_CLASSES",
     "ORIENTATIONS",
     "PLAN_FIELDS",
@@ -239,5 +279,6 @@ __all__ = [
     "GemmPlan",
     "balanced_bounds",
     "parse_plan",
+    "read_count",
     "sub_bounds",
 ]
