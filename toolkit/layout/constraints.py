@@ -134,9 +134,28 @@ def column_block(extent: int, parts: int) -> int:
     return 16 * -(-extent // (16 * parts))
 
 
+def stored_weights(memory: str, orientation: str, m: int) -> str:
+    """How ipu-stack stores the weights of a line's plan, as a :data:`~toolkit.layout.gemm.WEIGHT_STORES` word.
+
+    Normal orientation, interleaved class: the weight operand's requirement is its block-major compute storage
+    made of one copy over the column x inner partitions (``Layout::block_major_matrix_storage`` with ``copies``
+    1 in ``mid/candidates.rs``; its compact alternative, ``independent_parameter_storage``, is also one copy), so
+    with more than one row partition the block a compute tile needs is stored once and the other row partitions
+    receive it before each use: ``gathered`` (the alternatives' up projection, its first exchange of 7,048
+    cycles, one 288 x 48 block per tile, docs/MLP_LAYOUT_ALTERNATIVES.md). Standard class: the weights are the
+    op's input storage, which ipu-stack materializes into interleaved compute storage on the compute tiles
+    (docs/MLP_LAYOUT_ALTERNATIVES.md, "down weights use standard input storage, materialized into interleaved
+    compute storage"; docs/MLP_LAYOUT_SWEEP.md): ``resident``. Swapped: the weight is the kernel's streamed left
+    operand in the compute grid (``amp_transposed_left_parallel_grid``), not block-major storage, and has no
+    compact alternative: ``resident``. One row partition: every block is stored once already: ``resident``."""
+    return "gathered" if orientation == "normal" and memory == "interleaved" and m > 1 else "resident"
+
+
 def constraint_plan(c: Constraint, rows: int, cols: int, op: str = "?") -> GemmPlan:
     """The :class:`GemmPlan` of a constraint line for an op of ``rows x cols`` output: the grid and result grid
-    turned to the op's orientation (swapped: R splits the columns), the block checked against the grid."""
+    turned to the op's orientation (swapped: R splits the columns), the block checked against the grid, and the
+    weights stored as ipu-stack stores them for the line (:func:`stored_weights`). A result grid equal to the
+    default (:data:`~toolkit.layout.gemm.DEFAULT_RESULT`) is written as the default."""
     r, cc, k = c.grid
     rr, rc = c.result
     swapped = c.orientation == "swapped"
@@ -162,32 +181,36 @@ def constraint_plan(c: Constraint, rows: int, cols: int, op: str = "?") -> GemmP
         raise _refuse(c.text, "REDUCTION", f"batch-{c.staging}" if c.staging > 1 else "streamed",
                       f"k={k} leaves {k - 1} remote partials, so batches of {c.staging} are all of them at once",
                       "complete")
-    plan = GemmPlan(m=m, n=n, k=k, staging=c.staging, memory=c.memory, orientation=c.orientation)
-    if k > 1:   # the default split (by columns over min(k, width / 8) tiles) is written as the default
-        width = int(np.diff(balanced_bounds(cols, n)).min())
-        given = dataclasses.replace(plan, result_rows=res_rows, result_cols=res_cols)
-        plan = given if dataclasses.replace(plan, result_rows=res_rows).result_split(width) != (
-            res_rows, res_cols) else dataclasses.replace(plan, result_rows=res_rows)
+    plan = GemmPlan(m=m, n=n, k=k, staging=c.staging, memory=c.memory, orientation=c.orientation,
+                    weights=stored_weights(c.memory, c.orientation, m))
+    if k > 1 and plan.result_split(*_narrowest(plan, rows, cols)) != (res_rows, res_cols):
+        plan = dataclasses.replace(plan, result_rows=res_rows, result_cols=res_cols)
     return plan
+
+
+def _narrowest(plan: GemmPlan, rows: int, cols: int) -> tuple[int, int]:
+    """(width, height) of the plan's narrowest cell, as :meth:`GemmPlan.result_split` takes them."""
+    return (int(np.diff(balanced_bounds(cols, plan.n)).min()), int(np.diff(balanced_bounds(rows, plan.m)).min()))
 
 
 def write_constraint(number: int, plan: GemmPlan, rows: int, cols: int, memory: str) -> tuple[str, list[str]]:
     """ipu-stack's line for ``plan`` as op ``number`` of ``rows x cols`` output (``memory``: the class the op's
-    coefficient reads when the plan names none), and the plan fields the line cannot say."""
+    coefficient reads when the plan names none), and the plan fields the line cannot say: a weight store other
+    than the one ipu-stack builds from the line (:func:`stored_weights`), a rows-fast tile order."""
     swapped = plan.swapped
-    width = int(np.diff(balanced_bounds(cols, plan.n)).min())
-    rr, rc = plan.result_split(width)
+    rr, rc = plan.result_split(*_narrowest(plan, rows, cols))
     grid = (plan.n, plan.m, plan.k) if swapped else (plan.m, plan.n, plan.k)
     result = (rc, rr) if swapped else (rr, rc)
     block = column_block(rows, plan.m) if swapped else column_block(cols, plan.n)
     reduction = "complete" if not plan.staging else "streamed" if plan.staging == 1 else f"batch-{plan.staging}"
     line = (f"{number}:{'x'.join(map(str, grid))}:{'x'.join(map(str, result))}:{block}:{plan.memory or memory}:"
             f"{plan.orientation}:{reduction}:direct")
-    lost = [f"{name}={getattr(plan, name)}" for name, default in (("weights", "resident"), ("order", "columns"))
+    built = stored_weights(plan.memory or memory, plan.orientation, plan.m)
+    lost = [f"{name}={getattr(plan, name)}" for name, default in (("weights", built), ("order", "columns"))
             if getattr(plan, name) != default]
+    if plan.weights != built:
+        lost[0] += f" (ipu-stack stores this line's weights {built})"
     return line, lost
-
-
 
 
 def check_plan_texts(plans: tuple[tuple[str, str], ...]) -> None:
@@ -203,4 +226,4 @@ def check_plan_texts(plans: tuple[tuple[str, str], ...]) -> None:
 
 
 __all__ = ["CONSTRAINT_FIELDS", "LOCAL_STAGINGS", "Constraint", "check_plan_texts", "column_block", "constraint_plan",
-           "read_constraint", "write_constraint"]
+           "read_constraint", "stored_weights", "write_constraint"]

@@ -45,6 +45,11 @@ TILE_ORDERS = ("columns", "rows")
 ORIENTATIONS = ("normal", "swapped")
 #: the AMP coefficient operand's memory class per op (ipu-stack's MEMORY); ``""``: the layout's weight class
 MEMORY_CLASSES = ("interleaved", "standard")
+#: the result grid a plan written without one gets: the real compiler's, every cell's output cut by the kernel's
+#: rows over its k inner-split tiles (ipu-stack scripts/mlp-layout-sweep.py writes ``k x 1`` when a plan names no
+#: result grid, its "row-distributed results" of docs/MLP_LAYOUT_SWEEP.md; its automatic GEMM candidates cut by
+#: the kernel's rows at most rows / row partitions ways, mid/candidates.rs)
+DEFAULT_RESULT = "k x 1 along the kernel's rows"
 
 
 def read_count(text: object, most: int) -> int | None:
@@ -91,7 +96,7 @@ class GemmPlan:
     n: int
     k: int
     result_rows: int = 1       # each (m, n) cell's reduced output is cut into result_rows x result_cols pieces,
-    result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
+    result_cols: int = 0       # one per inner-split tile (0: the real compiler's default, :data:`DEFAULT_RESULT`)
     weights: str = "resident"  # WEIGHT_STORES: resident blocks, or stored once over the m row partitions and gathered
     staging: int = 0           # reduction staging: 0 all at once; N >= 1 remote partials per epoch (1: streamed)
     order: str = "columns"     # TILE_ORDERS: columns-fast (the default) or rows-fast over consecutive tiles
@@ -130,6 +135,10 @@ class GemmPlan:
             msg = (f"GEMM plan {self.m}x{self.n}x{self.k}: a reduction of {self.k - 1} remote partials in batches "
                    f"of {self.staging} is all partials at once; stage in batches below {self.k - 1}, or not at all")
             raise OptionError(msg, field="staging", value=self.staging)
+        if self.result_cols == 0 and self.result_rows != 1:
+            msg = (f"GEMM plan result_rows={self.result_rows} with result_cols=0 (the default result grid): give "
+                   f"both pieces counts, or neither")
+            raise OptionError(msg, field="result", value=self.result_rows)
         if self.result_rows * max(self.result_cols, 1) > self.k:
             msg = (f"GEMM plan {self.label()}: the result split {self.result_rows} x {max(self.result_cols, 1)} "
                    f"needs more than the k={self.k} inner-split tiles of a cell")
@@ -143,13 +152,17 @@ class GemmPlan:
     def swapped(self) -> bool:
         return self.orientation == "swapped"
 
-    def result_split(self, width: int) -> tuple[int, int]:
-        """(rows, cols) pieces of one cell's output of ``width`` columns: the explicit split or the default."""
+    def result_split(self, width: int, height: int) -> tuple[int, int]:
+        """(rows, cols) pieces of one cell's output of ``height`` rows x ``width`` columns (the narrowest cell's):
+        the explicit split, or :data:`DEFAULT_RESULT`: all k pieces along the kernel's rows (the op's rows, or
+        its columns when swapped), at most one piece per row."""
         if self.k == 1:
             return 1, 1
         if self.result_cols:
             return self.result_rows, self.result_cols
-        return self.result_rows, max(1, min(self.k // self.result_rows, width // 8))
+        if self.swapped:
+            return 1, max(1, min(self.k, width))
+        return max(1, min(self.k, height)), 1
 
     def label(self) -> str:
         """The text form: ``4x92x4``, with ``/R x C`` when the result grid is given, then the words of
@@ -268,6 +281,7 @@ def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 __all__ = [
+    "DEFAULT_RESULT",
     "LABEL_WORDS",
     "MAX_BATCH",
     "MAX_COUNT",
