@@ -3,9 +3,10 @@
 :func:`read_constraint` parses one line as ipu-stack prints it
 (``0:4x92x4:4x1:48:interleaved:normal:complete:direct``), refusing every bad
 field by name with the closest legal value; :func:`constraint_plan` turns it
-into the plan of one op of known shape and :func:`write_constraint` writes a
-plan back, naming the fields a line cannot say. Op numbers are resolved by
-:mod:`toolkit.layout.ipu_stack`.
+into the plan of one op of known shape, the plan ipu-stack builds from it (its
+weight store by :func:`stored_weights`, its result grid), and
+:func:`write_constraint` writes a plan back, naming the fields a line cannot
+say. Op numbers are resolved by :mod:`toolkit.layout.ipu_stack`.
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ The real compiler writes a GEMM plan ``a x b x c``: row (M) partitions x column
 (N) partitions x inner (K) partitions of the kernel-invoking tiles, and a result
 grid ``R x C`` saying how the reduced output is scattered over the
 K-partition tiles (``4x92x4/16x92``: each of the 4 x 92 cells' output is split
-4 ways by rows over its 4 inner-split tiles). Shards are balanced and never
+4 ways by rows over its 4 inner-split tiles; a plan written without one gets
+the real compiler's default, :data:`DEFAULT_RESULT`, here the same). Shards are balanced and never
 need to divide: 729 rows in 4 partitions are 183/182/182/182. Inner-split
 cells write FP16 partials that the result tiles reduce (the FP16 reduction).
 
 A :class:`GemmPlan` is the typed value; :func:`parse_plan` reads the text form
 and :meth:`GemmPlan.label` writes it. Its fields are :data:`PLAN_FIELDS`
-(candidate columns, pins and labels derive from them).
+(candidate columns, pins and labels derive from them). Every count of every
+plan syntax is read by :func:`read_count` (ASCII digits only).
 """
 
 from __future__ import annotations
