@@ -17,6 +17,7 @@ from toolkit.artifacts import check_artifacts, check_out, stale_artifacts, write
 from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.files import check_not_input
+from toolkit.layout.gemm import MAX_COUNT, read_count
 
 #: the formats ``compile --emit`` writes
 EMITS = ("ipu-stack",)
@@ -41,9 +42,14 @@ def _value(raw: str) -> object:
         return None
     if "," in raw:
         return tuple(_value(part) for part in raw.split(",") if part)
-    for cast in (int, float):
+    # integers in ASCII digits only, through the plan syntax's one count reader: a superscript or Arabic-Indic
+    # digit (which int() reads or refuses raw) or an overlong count stays text, which the option refuses by name
+    count = read_count(raw.removeprefix("-"), MAX_COUNT)
+    if count is not None:
+        return raw if count > MAX_COUNT else -count if raw.startswith("-") else count
+    if raw.isascii():
         try:
-            return cast(raw)
+            return float(raw) if len(raw) <= 40 else raw
         except ValueError:
             pass
     return raw
