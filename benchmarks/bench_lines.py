@@ -1,8 +1,9 @@
 """ipu-stack's lines against the hardware: the result-grid and staging families pasted as ipu-stack prints them.
 
-Each member of the ``result-grid`` and ``staging`` families of
-``toolkit/data/plan_experiments.csv`` is compiled from its ``--gemm-plan-constraint``
-lines exactly as ipu-stack's ``scripts/mlp-layout-alternatives.py`` prints them
+Each member of the ``result-grid`` and ``staging`` families of the table of
+measured programs (``toolkit.report.plan_experiments()``) is compiled from its
+``--gemm-plan-constraint`` lines (the table's ``lines`` column) exactly as
+ipu-stack's ``scripts/mlp-layout-alternatives.py`` prints them
 (its ``Plan.constraint``: up ``4x92x4`` with a 48-column block, interleaved; down
 ``4x24x15`` with a 48-column block, standard; result grid ``K x 1`` unless the
 case changes it; reduction ``complete`` or ``batch-N``), with the member's other
@@ -34,39 +35,13 @@ from benchmarks.bench_plans import load_experiments, spearman
 from toolkit.graph import get_workload
 from toolkit.layout.ipu_stack import member_lines
 from toolkit.profile import crop
+from toolkit.report import hardware_program
 
 FAMILIES = ("result-grid", "staging")
 
 
-def _lines(up_result: str = "4x1", down_result: str = "15x1", up_reduction: str = "complete",
-           down_reduction: str = "complete") -> tuple[str, str]:
-    """The two lines ipu-stack's alternatives script prints for one case (ops 0 and 2 of its MLP benchmark)."""
-    return (f"0:4x92x4:{up_result}:48:interleaved:normal:{up_reduction}:direct",
-            f"2:4x24x15:{down_result}:48:standard:normal:{down_reduction}:direct")
-
-
-#: every member's lines, as ipu-stack prints them (docs/MLP_LAYOUT_ALTERNATIVES.md: result factors multiply the
-#: compute grid's row and column partitions; ``ReductionStaging::Batched(N)`` is ``batch-N``, 1 is one per epoch)
-LINES = {
-    ("result-grid", "control"): _lines(),
-    ("result-grid", "down result 5x3"): _lines(down_result="5x3"),
-    ("result-grid", "down result 4x3"): _lines(down_result="4x3"),
-    ("result-grid", "down result 7x2"): _lines(down_result="7x2"),
-    ("result-grid", "down result 3x3"): _lines(down_result="3x3"),
-    ("result-grid", "up result 2x2"): _lines(up_result="2x2"),
-    ("result-grid", "up 2x2 and down 5x3"): _lines(up_result="2x2", down_result="5x3"),
-    ("staging", "control"): _lines(),
-    ("staging", "down batched7"): _lines(down_reduction="batch-7"),
-    ("staging", "down batched4"): _lines(down_reduction="batch-4"),
-    ("staging", "down batched2"): _lines(down_reduction="batch-2"),
-    ("staging", "down streamed"): _lines(down_reduction="batch-1"),
-    ("staging", "up batched2"): _lines(up_reduction="batch-2"),
-    ("staging", "up streamed"): _lines(up_reduction="batch-1"),
-}
-
-
-def simulate(workload: str, batch: int, options: dict) -> int:
-    c = toolkit.compile(get_workload(workload, batch=batch), options=options)
+def simulate(preset: str, overrides: dict, options: dict) -> int:
+    c = toolkit.compile(get_workload(preset, **overrides), options=options)
     return int(crop(c.profile).cropped_cycles)
 
 
@@ -76,20 +51,23 @@ def run(families: tuple[str, ...] = FAMILIES) -> dict:
     cache: dict[tuple, int] = {}
     out = []
     for r in rows:
-        options = json.loads(r["options_json"])
-        lines = list(LINES[(r["family"], r["member"])])
-        written, _ = member_lines(r["workload"], options, batch=int(r["batch"]))
-        key = (r["workload"], r["batch"], tuple(lines))
+        preset, overrides, options = hardware_program(r)
+        lines = r["lines"].split(";") if r["lines"] else []
+        if not lines:
+            raise SystemExit(f"{r['workload']}: no ipu-stack lines in the table for member {r['member']!r}")
+        written, _ = member_lines(preset, options, batch=int(r["batch"]))
+        key = (preset, json.dumps(overrides, sort_keys=True), tuple(lines))
         t = time.perf_counter()
         if key not in cache:
-            cache[key] = simulate(r["workload"], int(r["batch"]), {**options, "plans": lines})
+            cache[key] = simulate(preset, overrides, {**options, "plans": lines})
         same = written == [line.replace(":batch-1:", ":streamed:") for line in lines]   # one per epoch, either
         out.append({**r, "lines": lines, "same": same, "simulated": cache[key],
                     "seconds": time.perf_counter() - t})
     ctl = next(r for r in rows if r["control"])
-    syntax = simulate(ctl["workload"], int(ctl["batch"]), json.loads(ctl["options_json"]))
-    return {"members": out, "control_syntax": syntax, "control_lines": cache[
-        (ctl["workload"], ctl["batch"], tuple(LINES[(ctl["family"], ctl["member"])]))]}
+    preset, overrides, options = hardware_program(ctl)
+    syntax = simulate(preset, overrides, options)
+    return {"members": out, "control_syntax": syntax,
+            "control_lines": cache[(preset, json.dumps(overrides, sort_keys=True), tuple(ctl["lines"].split(";")))]}
 
 
 def figures(result: dict) -> dict:

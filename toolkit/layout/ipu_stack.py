@@ -191,10 +191,10 @@ def _member_ops(workload, options, batch: int | None) -> tuple[list[dict], objec
 
 
 def _member_plans(ops: list[dict], o, pins: tuple[tuple[str, str], ...]) -> tuple[tuple[str, GemmPlan], ...]:
-    from toolkit.layout.gemm_search import resolve_pins  # the layout's own resolution (names, numbers, fits)
+    from toolkit.layout.pins import resolve_pins  # the layout's own resolution (names, numbers, fits)
     from toolkit.target import ipu21
     tiles = o.tiles or ipu21().tiles
-    return resolve_pins(pins, {False: ops}, {False: {}}, tiles, o.weight_class)[False]
+    return resolve_pins(pins, {False: ops}, {False: {}}, tiles, o.weight_class)[0][False]
 
 
 def member_lines(workload, options, *, batch: int | None = None) -> tuple[list[str], list[str]]:
