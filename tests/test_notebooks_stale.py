@@ -1,6 +1,7 @@
-"""Notebook 05 labels every case beside its numbers: the committed cases are today's, and a case another toolkit
-wrote (artifacts/legacy-0.1.0) says it is stale and why. Runs the notebook's first cells, through its first table of numbers, as nbmake runs it (a
-kernel in the notebooks directory), and reads what a reader sees in their outputs."""
+"""Notebook 05 labels every case beside its numbers: the committed cases are today's, and a case another
+toolkit wrote (artifacts/legacy-0.1.0) says it is stale and why. Runs the notebook's first cells, through its
+first table of numbers, as nbmake runs it (a kernel in the notebooks directory), and reads what a reader sees
+in their outputs."""
 
 from __future__ import annotations
 
