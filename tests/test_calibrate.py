@@ -48,7 +48,7 @@ def test_the_fit_recovers_known_constants_from_exactly_linear_programs() -> None
     got = fit_theta(f["base"].to_numpy(), X, f["hardware_cycles"].to_numpy().astype(float), THETA0,
                     regularization=0.0)
     assert got == pytest.approx(theta, rel=2e-3, abs=0.6)
-    cal = fit_features(f, PARAMETERS, "leave-one-family-out")   # regularized: still close, whole cycles
+    cal = fit_features(f, PARAMETERS, "leave-one-family-out", "all")   # regularized: still close, whole cycles
     assert cal.parameters["value"].to_numpy() == pytest.approx(theta, rel=0.1, abs=1.5)
     assert cal.programs["calibrated_error_pct"].abs().max() < 1
     assert cal.programs["error_pct"].abs().max() > 1   # the current constants were off
@@ -57,11 +57,11 @@ def test_the_fit_recovers_known_constants_from_exactly_linear_programs() -> None
 def test_leave_one_family_out_never_sees_the_family_it_predicts() -> None:
     theta = THETA0 * 1.1
     f = synthetic(theta)
-    a = fit_features(f, PARAMETERS, "leave-one-family-out")
+    a = fit_features(f, PARAMETERS, "leave-one-family-out", "all")
     # family fam1's hardware cycles changed wildly: its own held-out predictions must not move, the others' may
     g = f.with_columns(pl.when(pl.col("families") == "fam1").then(pl.col("hardware_cycles") * 3)
                        .otherwise(pl.col("hardware_cycles")).alias("hardware_cycles"))
-    b = fit_features(g, PARAMETERS, "leave-one-family-out")
+    b = fit_features(g, PARAMETERS, "leave-one-family-out", "all")
     fam1 = pl.col("families") == "fam1"
     assert a.programs.filter(fam1)["held_out"].to_list() == b.programs.filter(fam1)["held_out"].to_list()
     assert a.programs.filter(~fam1)["held_out"].to_list() != b.programs.filter(~fam1)["held_out"].to_list()
@@ -74,6 +74,19 @@ def test_leave_one_family_out_never_sees_the_family_it_predicts() -> None:
     groups = set(a.families["group"])
     assert {"fam1", "fam2"} <= groups and "p0" in groups   # an ungrouped program is its own group
     assert a.families.filter(pl.col("group") == "p0")["kind"].item() == "program"
+
+
+def test_only_pinned_programs_are_fitted_by_default() -> None:
+    f = synthetic(THETA0 * 1.1)
+    a = fit_features(f, PARAMETERS, "leave-one-family-out")
+    g = f.with_columns(pl.when(pl.col("pinned")).then(pl.col("hardware_cycles"))
+                       .otherwise(pl.col("hardware_cycles") * 2).alias("hardware_cycles"))
+    b = fit_features(g, PARAMETERS, "leave-one-family-out")
+    assert a.parameters.equals(b.parameters) and a.fit_on == "pinned"
+    assert a.programs["fitted"].to_list() == f["pinned"].to_list()
+    assert a.kernel_build()["programs"] == f.filter(pl.col("pinned"))["workload"].to_list()
+    with pytest.raises(OptionError, match="fit_on="):
+        toolkit.calibrate(features=f, fit_on="some")
 
 
 def test_the_kernel_build_is_data_with_the_source_digest(tmp_path) -> None:

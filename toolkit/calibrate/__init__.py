@@ -38,6 +38,10 @@ PARAMETERS = ("amp_call_cycles", "amp_panel_cycles", "launch_cycles", "reduce_ca
               "sync_cycles", "exchange_phase_cycles", "exchange_arrival_cycles")
 MAX_PARAMETERS = 8
 SPLITS = ("leave-one-family-out", "none")
+#: which programs the constants are fitted on: ``pinned`` (their options pin every plan, so ours is the program the
+#: hardware ran; a searched program runs our own layout, not the real compiler's, and its error is not a cost
+#: constant's) or ``all``. Every program is predicted and reported either way.
+FIT_ON = ("pinned", "all")
 
 PARAMETERS_SCHEMA = {"parameter": pl.String, "current": pl.Int64, "fitted": pl.Float64, "value": pl.Int64,
                      "change_pct": pl.Float64}
@@ -49,6 +53,7 @@ PROGRAMS_SCHEMA = {
     "error_pct": pl.Float64, "calibrated_error_pct": pl.Float64, "held_out_error_pct": pl.Float64,
     "error": pl.String,           # why the program has no prediction (it did not compile)
 }
+#: Calibration.programs: PROGRAMS_SCHEMA plus ``fitted`` (the fit read the program)
 FAMILIES_SCHEMA = {
     "group": pl.String, "kind": pl.String, "n": pl.Int64, "control": pl.String,
     **{f"{m}_{s}": t for m in ("current", "in_sample", "held_out")
@@ -68,13 +73,14 @@ class Calibration:
     features: pl.DataFrame     # collect.FEATURE_COLUMNS + base + one column per parameter
     evidence: pl.DataFrame     # toolkit.evidence.EVIDENCE_SCHEMA: one row per (program, plan kind)
     split: str
+    fit_on: str                # FIT_ON: the programs the constants were fitted on (programs.fitted marks them)
 
     def kernel_build(self, name: str = "calibrated") -> dict[str, Any]:
         """The fitted constants as a kernel build document (:mod:`toolkit.calibrate.build`)."""
         p = self.parameters
         return build_document(name, dict(zip(p["parameter"], p["value"], strict=True)),
                               dict(zip(p["parameter"], p["fitted"], strict=True)),
-                              self.programs.filter(pl.col("error").is_null())["workload"].to_list(), self.split)
+                              self.programs.filter(pl.col("fitted"))["workload"].to_list(), self.split)
 
     def target(self, base: Any = None) -> Any:
         """The IPU21 (or ``base``) with the fitted constants."""
@@ -91,18 +97,21 @@ def _groups(families: str, workload: str) -> list[str]:
 
 def calibrate(programs: pl.DataFrame | None = None, *, families: list[str] | None = None,
               parameters: tuple[str, ...] = PARAMETERS, split: str = "leave-one-family-out",
-              features: pl.DataFrame | None = None, exclude_presets: tuple[str, ...] = (),
+              features: pl.DataFrame | None = None, exclude_presets: tuple[str, ...] = (), fit_on: str = "pinned",
               progress: Callable[[str, int, int], None] | None = None) -> Calibration:
     """Fit ``parameters`` (Costs fields, at most 8) to ``programs`` (hardware_programs() rows; default every
     expressible one; ``families``: only rows of these experiment families; ``exclude_presets``: not these
     presets, e.g. the 27-layer ``siglip-vit``), in sample and by ``split`` (``leave-one-family-out`` or
-    ``none``). ``features``: feature counts already collected (:func:`toolkit.calibrate.collect.collect_features`),
-    to refit without compiling again."""
+    ``none``), on the programs ``fit_on`` names (FIT_ON; every program is predicted). ``features``: feature
+    counts already collected (:func:`toolkit.calibrate.collect.collect_features`), to refit without compiling
+    again."""
     from toolkit.calibrate.collect import collect_features
     from toolkit.report import hardware_programs
     parameters = _check_parameters(parameters)
     if split not in SPLITS:
         raise OptionError(f"split={split!r} must be one of {SPLITS}", field="split", value=split)
+    if fit_on not in FIT_ON:
+        raise OptionError(f"fit_on={fit_on!r} must be one of {FIT_ON}", field="fit_on", value=fit_on)
     if features is None:
         rows = _select(programs if programs is not None else hardware_programs(), families, exclude_presets)
         features = collect_features(rows, parameters, progress)
@@ -114,7 +123,7 @@ def calibrate(programs: pl.DataFrame | None = None, *, families: list[str] | Non
         if families:
             features = features.filter(pl.col("families").str.split(";").list.set_intersection(families)
                                        .list.len() > 0)
-    return fit_features(features, parameters, split)
+    return fit_features(features, parameters, split, fit_on)
 
 
 def _check_parameters(parameters: tuple[str, ...]) -> tuple[str, ...]:
@@ -152,7 +161,8 @@ def _select(programs: pl.DataFrame, families: list[str] | None, exclude: tuple[s
     return rows
 
 
-def fit_features(features: pl.DataFrame, parameters: tuple[str, ...], split: str) -> Calibration:
+def fit_features(features: pl.DataFrame, parameters: tuple[str, ...], split: str,
+                 fit_on: str = "pinned") -> Calibration:
     """The fit of collected feature counts (see :func:`calibrate`)."""
     ok = features.filter(pl.col("error").is_null() & pl.col("base").is_not_null())
     theta0 = np.array([getattr(ipu21().costs, p) for p in parameters], dtype=float)
@@ -161,12 +171,16 @@ def fit_features(features: pl.DataFrame, parameters: tuple[str, ...], split: str
     y = ok["hardware_cycles"].to_numpy().astype(float)
     work = ok["workload"].to_list()
     groups = [_groups(f, w) for f, w in zip(ok["families"].to_list(), work, strict=True)]
-    fitted = fit_theta(base, X, y, theta0)
+    fits = ok["pinned"].to_numpy() if fit_on == "pinned" else np.ones(ok.height, dtype=bool)
+    if not fits.any():
+        raise OptionError(f"no {fit_on} program to fit on ({ok.height} compiled); use fit_on='all'",
+                          field="fit_on", value=fit_on)
+    fitted = fit_theta(base[fits], X[fits], y[fits], theta0)
     whole = np.round(fitted)
     calibrated = predict(base, X, theta0, whole)
 
     def fold(held: set[str]) -> np.ndarray:
-        train = np.array([not (set(g) & held) for g in groups])
+        train = np.array([not (set(g) & held) for g in groups]) & fits
         th = np.round(fit_theta(base[train], X[train], y[train], theta0))
         return predict(base, X, theta0, th)
 
@@ -195,8 +209,9 @@ def fit_features(features: pl.DataFrame, parameters: tuple[str, ...], split: str
                            "value": whole.astype(np.int64), "change_pct": 100 * (whole / np.maximum(theta0, 1) - 1)},
                           schema=PARAMETERS_SCHEMA)
     fams = _families(ok, groups, names, sim, calibrated, per_group, y)
-    return Calibration(parameters=params, programs=progs, families=fams, features=features,
-                       evidence=_evidence(ok, progs), split=split)
+    return Calibration(parameters=params, programs=progs.with_columns(
+        pl.col("workload").is_in([w for w, f in zip(work, fits, strict=True) if f]).alias("fitted")),
+        families=fams, features=features, evidence=_evidence(ok, progs), split=split, fit_on=fit_on)
 
 
 def _stats(pred: np.ndarray, y: np.ndarray, idx: list[int], control: int | None) -> tuple[float, float, float]:
@@ -288,6 +303,6 @@ def read_features(path: str) -> pl.DataFrame:
         raise FormatError(f"{path}: cannot read feature counts ({exc.__class__.__name__})", file=path) from None
 
 
-__all__ = ["FAMILIES_SCHEMA", "MAX_PARAMETERS", "PARAMETERS", "PARAMETERS_SCHEMA", "PROGRAMS_SCHEMA", "SPLITS",
-           "VERIFY_SCHEMA", "Calibration", "calibrate", "check_build_path", "fit_features", "load_kernel_build",
-           "read_features", "summary", "verify", "write_build"]
+__all__ = ["FAMILIES_SCHEMA", "FIT_ON", "MAX_PARAMETERS", "PARAMETERS", "PARAMETERS_SCHEMA", "PROGRAMS_SCHEMA",
+           "SPLITS", "VERIFY_SCHEMA", "Calibration", "calibrate", "check_build_path", "fit_features",
+           "load_kernel_build", "read_features", "summary", "verify", "write_build"]

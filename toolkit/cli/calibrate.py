@@ -40,6 +40,8 @@ def calibrate_cmd(
     parameter: list[str] = typer.Option([], "--parameter", "-p", help="Cost constant to fit (repeatable; default "
                                                                       "toolkit.calibrate.PARAMETERS, at most 8)."),
     split: str = typer.Option("leave-one-family-out", help="leave-one-family-out or none (in sample only)."),
+    fit_on: str = typer.Option("pinned", help="pinned (programs whose options pin every plan: the hardware's own "
+                                              "program) or all; every program is predicted."),
     features: Path | None = typer.Option(None, help="Feature counts saved by --features-out (no compiles)."),
     features_out: Path | None = typer.Option(None, "--features-out", help="Save the feature counts (Parquet)."),
     out: Path | None = typer.Option(None, help="Write the fitted kernel build (JSON) here."),
@@ -61,7 +63,7 @@ def calibrate_cmd(
         given = read_features(str(features)) if features is not None else None
         progress = None if as_json else (lambda w, i, n: typer.echo(f"calibrate: {i + 1}/{n} {w}", err=True))
         cal = calibrate(families=family or None, parameters=tuple(parameter) or PARAMETERS, split=split,
-                        features=given, exclude_presets=tuple(exclude_preset), progress=progress)
+                        features=given, exclude_presets=tuple(exclude_preset), fit_on=fit_on, progress=progress)
         from toolkit.files import atomic_write
         if features_out is not None:
             atomic_write(features_out, lambda tmp: cal.features.write_parquet(tmp))
