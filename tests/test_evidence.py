@@ -55,10 +55,10 @@ def test_the_band_widens_when_few_programs() -> None:
     lo3, hi3 = band([0.0, 0.01, 0.02])
     lo9, hi9 = band([0.0, 0.01, 0.02] * 3)
     assert hi3 - lo3 > hi9 - lo9 > 0.04
-    table = pl.DataFrame({"workload": ["a"], "kind": ["k"], "residual": [0.01],
-                          "held_out_residual": [0.02]}).with_columns(pl.lit(None, pl.String).alias("families"))
-    ev = evidence(["k"], table=table)
-    assert ev["evidence_programs"] == 1 and ev["band_low"] < 0.01 < ev["band_high"]
+    table = pl.DataFrame({"workload": ["a", "b"], "kind": ["k", "k"], "residual": [0.01, 0.4], "pinned": [True, False],
+                          "held_out_residual": [0.02, 0.4]})
+    ev = evidence(["k"], table=table)   # a searched program's row never stands behind a kind
+    assert ev["evidence_programs"] == 1 and ev["band_low"] < 0.01 < ev["band_high"] < 0.1
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ it, not its exact sizes::
 - weight store: ``resident`` or ``gathered``.
 
 The evidence table (``toolkit/data/evidence.csv``, EVIDENCE_SCHEMA) has one row
-per (measured program, plan kind) with the program's residuals: the current
+per (measured program, plan kind of our compile of it) with the program's residuals: the current
 cost model's (simulated / hardware - 1, ``residual``) and the calibrated model's
 held out of the fit (``held_out_residual``: the program's family, or the
 program alone, left out; :func:`toolkit.calibrate.calibrate`). It is generated,
@@ -28,9 +28,12 @@ never edited by hand::
 :func:`evidence` gives a compilation (or a set of plan kinds) its evidence: the
 programs that contain every one of its kinds (else those sharing any), their
 count, and a band of relative error from their residuals (the spread around
-the median, widened when few: ``half-width x (1 + 2 / n) + 1 %``). A kind no
-measured program has is an *extrapolation*: the band is then the spread of all
-residuals, doubled.
+the median, widened when few: ``half-width x (1 + 2 / n) + 1 %``). Only pinned
+programs stand behind a kind: their options pin every plan, so our compile's
+plan kinds are the ones the hardware ran; a searched program ran the real
+compiler's own layout, whose kinds we do not know (its rows are in the table,
+marked ``pinned = false``, and never count). A kind no pinned program has is an
+*extrapolation*: the band is then the spread of all pinned residuals, doubled.
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def evidence(kinds: list[str] | pl.DataFrame, *, calibrated: bool = False,
     kinds = list(dict.fromkeys(kinds))
     t = _table() if table is None else table
     col = "held_out_residual" if calibrated else "residual"
-    t = t.filter(pl.col(col).is_not_null())
+    t = t.filter(pl.col(col).is_not_null() & (pl.col("pinned") if "pinned" in t.columns else pl.lit(True)))
     measured = set(t["kind"].to_list())
     unmeasured = [k for k in kinds if k not in measured]
     per = t.group_by("workload").agg(pl.col("kind"), pl.col(col).first())

@@ -55,7 +55,7 @@ PROGRAMS_SCHEMA = {
 }
 #: Calibration.programs: PROGRAMS_SCHEMA plus ``fitted`` (the fit read the program)
 FAMILIES_SCHEMA = {
-    "group": pl.String, "kind": pl.String, "n": pl.Int64, "control": pl.String,
+    "group": pl.String, "kind": pl.String, "n": pl.Int64, "fitted": pl.Int64, "control": pl.String,
     **{f"{m}_{s}": t for m in ("current", "in_sample", "held_out")
        for s, t in (("median_pct", pl.Float64), ("worst_pct", pl.Float64), ("spearman", pl.Float64))},
 }
@@ -208,7 +208,7 @@ def fit_features(features: pl.DataFrame, parameters: tuple[str, ...], split: str
     params = pl.DataFrame({"parameter": list(parameters), "current": theta0.astype(np.int64), "fitted": fitted,
                            "value": whole.astype(np.int64), "change_pct": 100 * (whole / np.maximum(theta0, 1) - 1)},
                           schema=PARAMETERS_SCHEMA)
-    fams = _families(ok, groups, names, sim, calibrated, per_group, y)
+    fams = _families(ok, groups, names, sim, calibrated, per_group, y, fits)
     return Calibration(parameters=params, programs=progs.with_columns(
         pl.col("workload").is_in([w for w, f in zip(work, fits, strict=True) if f]).alias("fitted")),
         families=fams, features=features, evidence=_evidence(ok, progs), split=split, fit_on=fit_on)
@@ -226,7 +226,7 @@ def _stats(pred: np.ndarray, y: np.ndarray, idx: list[int], control: int | None)
 
 
 def _families(ok: pl.DataFrame, groups: list[list[str]], names: list[str], sim: np.ndarray, cal: np.ndarray,
-              per_group: dict[str, np.ndarray], y: np.ndarray) -> pl.DataFrame:
+              per_group: dict[str, np.ndarray], y: np.ndarray, fits: np.ndarray) -> pl.DataFrame:
     controls = [set((c or "").split(";")) for c in ok["control_of"].to_list()]
     rows = []
     for g in names:
@@ -234,7 +234,7 @@ def _families(ok: pl.DataFrame, groups: list[list[str]], names: list[str], sim: 
         ctl = next((j for j in idx if g in controls[j]), None)
         kind = "family" if ok["families"][idx[0]] else "program"
         held = per_group.get(g, np.full(len(y), np.nan))
-        rows.append({"group": g, "kind": kind, "n": len(idx),
+        rows.append({"group": g, "kind": kind, "n": len(idx), "fitted": int(fits[idx].sum()),
                      "control": ok["workload"][ctl] if ctl is not None else None,
                      **dict(zip(("current_median_pct", "current_worst_pct", "current_spearman"),
                                 _stats(sim, y, idx, ctl), strict=True)),
@@ -280,7 +280,7 @@ def verify(cal: Calibration, workloads: list[str] | None = None, *, build_path: 
     from toolkit.report import hardware_program, hardware_programs
     target = load_kernel_build(build_path) if build_path else cal.target()
     progs = cal.programs.filter(pl.col("error").is_null())
-    names = workloads or progs.filter(pl.col("pinned"))["workload"].head(limit).to_list()
+    names = workloads or _spread(progs.filter(pl.col("pinned")), limit)
     hw = hardware_programs()
     rows = []
     for w in names:
@@ -292,6 +292,18 @@ def verify(cal: Calibration, workloads: list[str] | None = None, *, build_path: 
         rows.append({"workload": w, "linear": lin, "recompiled": got, "difference_pct": 100 * (lin / got - 1),
                      "hardware_cycles": row["hardware_cycles"]})
     return pl.DataFrame(rows, schema=VERIFY_SCHEMA, orient="row")
+
+
+def _spread(progs: pl.DataFrame, limit: int) -> list[str]:
+    """Up to ``limit`` programs, each from groups none of the earlier ones belongs to (then any others)."""
+    seen: set[str] = set()
+    picked = []
+    for w, g in progs.select("workload", "groups").iter_rows():
+        if not seen & set(g.split(";")):
+            picked.append(w)
+            seen |= set(g.split(";"))
+    rest = [w for w in progs["workload"].to_list() if w not in picked]
+    return (picked + rest)[:limit]
 
 
 def read_features(path: str) -> pl.DataFrame:

@@ -83,8 +83,13 @@ def calibrate_cmd(
         typer.echo(json.dumps(_finite(doc), allow_nan=False))
         return
     show(cal.parameters, "fitted constants (value: the whole cycles the kernel build holds)")
-    fam = cal.families.select("group", "n", *(pl.col(c).round(2) for c in cal.families.columns[4:]))
-    show(fam, "per family (|error| %: prediction / hardware - 1; spearman: of changes from the control)")
+    f = cal.families
+    fam = f.select("group", "n", "fitted",
+                   *(pl.col(f"{m}_median_pct").round(2).alias(f"{a} median") for m, a in MODELS),
+                   pl.col("held_out_worst_pct").round(2).alias("held-out worst"),
+                   *(pl.col(f"{m}_spearman").round(3).alias(f"{a} rho") for m, a in MODELS))
+    show(fam, "per family: |error| % (prediction / hardware - 1) and Spearman of changes from the control; current "
+              "constants, fitted in sample, fitted with the family held out (--json: every column)")
     typer.echo(f"pinned programs ({head['pinned_n']}): median |error| current {_pct(head, 'pinned_error')}, "
                f"in sample {_pct(head, 'pinned_calibrated_error')}, held out {_pct(head, 'pinned_held_out_error')}")
     typer.echo(f"all programs ({head['all_n']}): median |error| current {_pct(head, 'all_error')}, "
@@ -94,6 +99,9 @@ def calibrate_cmd(
     for path, what in ((out, "kernel build"), (evidence, "evidence table"), (features_out, "feature counts")):
         if path is not None:
             typer.echo(f"wrote {what} {path}", err=True)
+
+
+MODELS = (("current", "current"), ("in_sample", "in-sample"), ("held_out", "held-out"))
 
 
 def _pct(head: dict, key: str) -> str:
