@@ -136,15 +136,12 @@ def _numbers_table(labelled: pl.DataFrame, result: object) -> pl.DataFrame:
     numbers = labelled.with_row_index("_n", offset=1).select(
         "quantity", "kind", pl.col("value").map_elements(_figure, return_dtype=pl.String).fill_null("none"), "unit",
         pl.col("vs_hardware").round(2).cast(pl.String).fill_null("-"),
-        pl.when(pl.col("band_low").is_not_null())
-        .then(pl.format("{}% .. {}%", (100 * pl.col("band_low")).round(1), (100 * pl.col("band_high")).round(1)))
-        .otherwise(pl.lit("-")).alias("band"),
         pl.format("[{}]", "_n").alias("source"))
     if result is not None:
         numbers = pl.concat([numbers, pl.DataFrame({
             "quantity": ["functional check"], "kind": ["checked"],
             "value": [f"{'passed' if result.passed else 'FAILED'}, max abs error {result.max_abs_error:.3g}"],
-            "unit": [""], "vs_hardware": ["-"], "band": ["-"], "source": ["toolkit.check"]})])
+            "unit": [""], "vs_hardware": ["-"], "source": ["toolkit.check"]})])
     return numbers
 
 
@@ -166,13 +163,18 @@ def _footnotes(labelled: pl.DataFrame, workload: str) -> list[str]:
            "(toolkit/data/hardware_programs.csv)")
     lines = textwrap.wrap(why, width)
     for row in labelled.filter(pl.col("evidence").is_not_null()).iter_rows(named=True):
-        lines += textwrap.wrap(
-            f"band: the {row['kind']} cycles' likely error against hardware (prediction / hardware - 1, "
-            f"{100 * row['band_low']:.1f}% .. {100 * row['band_high']:.1f}%); evidence: {row['evidence']} "
-            f"(toolkit.evidence, toolkit/data/evidence.csv)", width, subsequent_indent="    ")
+        lines += textwrap.wrap(band_line(row), width, subsequent_indent="    ", break_on_hyphens=False)
     for i, source in enumerate(labelled["source"].to_list(), start=1):
         lines += textwrap.wrap(f"[{i}] {source}", width, subsequent_indent="    ", break_on_hyphens=False)
     return lines
+
+
+def band_line(row: dict) -> str:
+    """The evidence footnote of the numbers row that carries it: its error band and the measured programs behind
+    it (or ``extrapolation``)."""
+    return (f"band: {100 * row['band_low']:+.1f}% .. {100 * row['band_high']:+.1f}%, the {row['kind']} cycles' "
+            f"likely error against hardware (prediction / hardware - 1); evidence: {row['evidence']} "
+            f"(toolkit.evidence, toolkit/data/evidence.csv)")
 
 
 #: the stages ``toolkit.compile`` runs once per finalist layout it tries, in order (toolkit.pipeline._finalist)
