@@ -83,7 +83,7 @@ def band_note(row: Mapping[str, Any]) -> str:
         return "no evidence table"
     text = (f"band {100 * row['band_low']:+.1f}% .. {100 * row['band_high']:+.1f}% against hardware; "
             f"{row['evidence']}")
-    return f"<span style='color:firebrick'>{text}</span>" if str(row["evidence"]).startswith("extrapolation") else text
+    return f"<span style='color:darkorange'>{text}</span>" if str(row["evidence"]).startswith("extrapolation") else text
 
 
 def peak_note(s: Mapping[str, Any]) -> str:
