@@ -10,7 +10,8 @@ programs' headline (the acceptance asks held-out median <= 3 %), and the
 linearization check: a few programs recompiled with the fitted kernel build beside
 their linear prediction.
 
-Run: python -m benchmarks.bench_calibrate [--exclude-preset siglip-vit] [--features FILE] [--verify N]
+Run: python -m benchmarks.bench_calibrate [--exclude-preset siglip-vit] [--features FILE] [--features-out FILE]
+[--verify N]
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exclude-preset", action="append", default=[], help="leave out this preset's programs")
     ap.add_argument("--features", help="feature counts saved by `toolkit calibrate --features-out` (no compiles)")
+    ap.add_argument("--features-out", help="also save the feature counts collected (Parquet)")
     ap.add_argument("--verify", type=int, default=3, help="pinned programs to recompile with the fitted build")
     ap.add_argument("--no-write", action="store_true", help="print the section instead of writing RESULTS.md")
     args = ap.parse_args()
@@ -87,6 +89,9 @@ def main() -> None:
     cal = toolkit.calibrate(features=feats, exclude_presets=tuple(args.exclude_preset),
                             progress=lambda w, i, n: print(f"{i + 1}/{n} {w}", flush=True))
     seconds = (float(cal.features["seconds"].sum()) if feats is not None else time.perf_counter() - t)
+    if args.features_out:
+        from toolkit.files import atomic_write
+        atomic_write(args.features_out, lambda tmp: cal.features.write_parquet(tmp))
     checked = verify(cal, limit=args.verify) if args.verify else None
     lines = report(cal, checked, seconds)
     if args.no_write:
