@@ -105,6 +105,22 @@ def test_the_kernel_build_is_data_with_the_source_digest(tmp_path) -> None:
         write_build(doc, tmp_path / "fit.txt")
 
 
+def test_the_committed_build_is_a_kernel_build_fitted_on_the_current_table() -> None:
+    from importlib import resources
+
+    from toolkit.target import DATA_BUILDS, KERNEL_BUILDS, with_kernel_build
+    f = resources.files("toolkit").joinpath("data", "kernel_builds", "calibrated.json")
+    doc = read_build(f)
+    assert "calibrated" in DATA_BUILDS and KERNEL_BUILDS["calibrated"] == doc["costs"]
+    assert doc["source_sha256"] == source_digest(), (
+        "toolkit/data/hardware_programs.csv changed since the fit: regenerate the build and the evidence table "
+        "(toolkit/evidence.py says how)")
+    t = with_kernel_build(ipu21(), "calibrated")
+    assert all(getattr(t.costs, k) == v for k, v in doc["costs"].items())
+    assert toolkit.Options(kernel_build="calibrated").kernel_build == "calibrated"
+    assert set(doc["programs"]) <= set(toolkit.report.hardware_programs()["workload"])
+
+
 def test_calibrate_refuses_bad_parameters() -> None:
     f = synthetic(THETA0)
     with pytest.raises(OptionError, match="not a cost constant"):

@@ -20,10 +20,14 @@ per (measured program, plan kind of our compile of it) with the program's residu
 cost model's (simulated / hardware - 1, ``residual``) and the calibrated model's
 held out of the fit (``held_out_residual``: the program's family, or the
 program alone, left out; :func:`toolkit.calibrate.calibrate`). It is generated,
-never edited by hand::
+never edited by hand, together with the fitted kernel build::
 
-    python -m toolkit calibrate --exclude-preset siglip-vit --evidence toolkit/data/evidence.csv \
-        --out toolkit/data/kernel_builds/calibrated.json
+    python -m toolkit calibrate --exclude-preset siglip-vit --features-out benchmarks/calibrate_features.parquet \
+        --evidence toolkit/data/evidence.csv --out toolkit/data/kernel_builds/calibrated.json --verify 5
+
+(every expressible program but the 27-layer ones compiled once; ``--features
+benchmarks/calibrate_features.parquet`` in place of ``--features-out`` refits
+from the committed feature counts without compiling).
 
 :func:`evidence` gives a compilation (or a set of plan kinds) its evidence: the
 programs that contain every one of its kinds (else those sharing any), their

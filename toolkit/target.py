@@ -341,7 +341,9 @@ def _data_builds() -> dict[str, dict[str, int]]:
             for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
 
 
-KERNEL_BUILDS.update(_data_builds())
+#: the kernel builds stored as data (fitted cost constants), by name; they join KERNEL_BUILDS
+DATA_BUILDS = _data_builds()
+KERNEL_BUILDS.update(DATA_BUILDS)
 
 
 def with_kernel_build(target: Target, build: str) -> Target:

@@ -29,7 +29,7 @@ import polars as pl
 from toolkit.calibrate.build import build_document, build_target, check_build_path, load_kernel_build, write_build
 from toolkit.calibrate.fit import fit_theta, predict, spearman
 from toolkit.errors import OptionError
-from toolkit.target import KERNEL_BUILDS, ipu21
+from toolkit.target import DATA_BUILDS, KERNEL_BUILDS, ipu21
 
 #: the constants fitted by default (toolkit.target.Costs fields no older kernel build overrides): the AMP call
 #: and per-panel overhead, the supervisor launch, the reduction and local-copy calls, the global sync, the
@@ -136,7 +136,7 @@ def _check_parameters(parameters: tuple[str, ...]) -> tuple[str, ...]:
         if not hasattr(costs, p):
             raise OptionError(f"parameter {p!r} is not a cost constant (toolkit.target.Costs)", field="parameters",
                               value=p)
-        cohorts = [b for b, o in KERNEL_BUILDS.items() if p in o and b != "calibrated"]
+        cohorts = [b for b, o in KERNEL_BUILDS.items() if p in o and b not in DATA_BUILDS]
         if cohorts:
             raise OptionError(f"parameter {p!r} is set by kernel build(s) {cohorts}; a fitted value would not reach "
                               f"their programs", field="parameters", value=p)
