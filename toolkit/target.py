@@ -329,6 +329,23 @@ KERNEL_BUILDS: dict[str, dict[str, int]] = {
 }
 
 
+def _data_builds() -> dict[str, dict[str, int]]:
+    """Kernel builds stored as data, ``toolkit/data/kernel_builds/<name>.json`` (fitted by ``toolkit calibrate``,
+    :mod:`toolkit.calibrate.build`): their ``costs`` overrides, validated when a build is applied."""
+    import json
+    from importlib import resources
+    folder = resources.files("toolkit").joinpath("data", "kernel_builds")
+    if not folder.is_dir():
+        return {}
+    return {f.name.removesuffix(".json"): dict(json.loads(f.read_text())["costs"])
+            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
+
+
+#: the kernel builds stored as data (fitted cost constants), by name; they join KERNEL_BUILDS
+DATA_BUILDS = _data_builds()
+KERNEL_BUILDS.update(DATA_BUILDS)
+
+
 def with_kernel_build(target: Target, build: str) -> Target:
     """``target`` with the kernel costs of one of :data:`KERNEL_BUILDS`."""
     if build not in KERNEL_BUILDS:

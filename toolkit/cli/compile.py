@@ -171,9 +171,19 @@ def _footnotes(labelled: pl.DataFrame, workload: str) -> list[str]:
            f"vs_hardware: '-' throughout: no hardware measurement of {workload} as compiled "
            "(toolkit/data/hardware_programs.csv)")
     lines = textwrap.wrap(why, width)
+    for row in labelled.filter(pl.col("evidence").is_not_null()).iter_rows(named=True):
+        lines += textwrap.wrap(band_line(row), width, subsequent_indent="    ", break_on_hyphens=False)
     for i, source in enumerate(labelled["source"].to_list(), start=1):
         lines += textwrap.wrap(f"[{i}] {source}", width, subsequent_indent="    ", break_on_hyphens=False)
     return lines
+
+
+def band_line(row: dict) -> str:
+    """The evidence footnote of the numbers row that carries it: its error band and the measured programs behind
+    it (or ``extrapolation``)."""
+    return (f"band: {100 * row['band_low']:+.1f}% .. {100 * row['band_high']:+.1f}%, the {row['kind']} cycles' "
+            f"likely error against hardware (prediction / hardware - 1); evidence: {row['evidence']} "
+            f"(toolkit.evidence, toolkit/data/evidence.csv)")
 
 
 #: the stages ``toolkit.compile`` runs once per finalist layout it tries, in order (toolkit.pipeline._finalist)
