@@ -44,6 +44,15 @@ def compute_class(weight_class: str, precision: str) -> str:
     return "interleaved" if precision in MATERIALIZED_PRECISIONS else weight_class
 
 
+def materialized(plan, weight_class: str) -> bool:
+    """Whether a linear op's weights, stored in ``weight_class`` (the plan's or the layout's), are copied into
+    interleaved compute storage before its AMP reads them: ipu-stack does so for F16 weights whose input class is
+    standard (:data:`MATERIALIZED_PRECISIONS`); the schedule prices that copy (``plan``: an
+    :class:`~toolkit.layout.plans.OpPlan`)."""
+    return (plan.rule == "linear" and not plan.swapped and weight_class == "standard"
+            and plan.precision in MATERIALIZED_PRECISIONS)
+
+
 def weight_read_class(plan, weight_class: str) -> str:
     """The class an AMP op's coefficient operand is read from: a linear op's own weights as
     :func:`compute_class` says, a swapped op's activation coefficient and an attention product's designated
