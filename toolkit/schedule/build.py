@@ -24,6 +24,7 @@ from toolkit.layout.cost import (
     PARTIAL_BYTES,
     amp_cycles,
     cast_cycles,
+    kernel_casts,
     materialized,
     merge_cycles,
     merge_pieces,
@@ -59,7 +60,7 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
         cyc, calls, launches, cast = amp_cycles(
             k_rows, k_cols, inner, target, weight_class=wc, dtype=plan.precision,
             partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
-            cast=plan.cast_input, cast_right=plan.cast_right, out_cast=plan.out_cast)
+            **kernel_casts(plan), out_cast=plan.out_cast)
         return {"est_cycles": cyc * groups, "calls": calls * groups, "launches": launches * groups,
                 "panels": launches * groups, "cast_cycles": cast * groups, "weight_class": wc}
     one = np.ones(len(cells), dtype=np.int64)
