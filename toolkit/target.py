@@ -132,6 +132,12 @@ class Costs:
     copy_call_cycles: int = 288
     copy_bytes_per_cycle: int = 8
     cast_bytes_per_cycle: int = 8
+    # an attention product's operand cast after its F16 distribution (FP8_ATTENTION_AND_HOST_IO_2026_09_11.md: the
+    # larger of PV's two casts ran 6,888 cycles on the F16 grid's ~92 x 92 score block, about three cycles per
+    # 64-bit group of four values, against one for the pipelined paced loop; ipu-stack's cast pipelines only when
+    # its input and output ranges sit in distinct 32 KiB groups, FP8_CAST_OVERLAP_2026_09_12.md, and a product
+    # operand is also packed into the FP8 AMP's 32-deep panels): cycles per 8 input bytes
+    cast_packed_group_cycles: int = 3
     # unpack of a swapped (transposed-left) AMP result into row-major Q / K (ipu-stack's unpack_transposed_amp_f16
     # worker, kernel/rearrange.rs): 300 + ceil(rows / 12) (100 + ceil(physical cols / 2) 90); six workers take row
     # pairs, about fifteen issue slots per two columns

@@ -199,7 +199,8 @@ def test_a_swapped_plan_runs_the_transposed_kernel_with_the_panel_as_coefficient
     cmd = c.schedule.commands.join(c.schedule.phases.select("phase", "name"), on="phase")
     fc1 = cmd.filter((pl.col("name") == "mlp.fc1") & pl.col("kernel").str.starts_with("amp"))
     rows, cols, inner = (fc1[k].to_numpy() for k in ("rows", "cols", "inner"))
-    want = amp_cycles(cols, rows, inner, IPU, weight_class="interleaved", dtype="f8", cast=True)[0]
+    # the F143 weights stream as the kernel's left panel; the FP16 activation, its coefficient, is what is cast
+    want = amp_cycles(cols, rows, inner, IPU, weight_class="interleaved", dtype="f8", cast_right=True)[0]
     assert np.array_equal(fc1["est_cycles"].to_numpy(), want * fc1["groups"].to_numpy())
     fc2 = cmd.filter((pl.col("name") == "mlp.fc2") & pl.col("kernel").str.starts_with("amp"))
     assert set(fc2["weight_class"]) == {"standard"} and set(fc1["weight_class"]) == {"interleaved"}

@@ -16,6 +16,7 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    cast_cycles,
     compute_class,
     copy_cycles,
     phase_exchange_cycles,
@@ -109,7 +110,9 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     classes = np.where(np.atleast_1d(swapped)[None, :], stored, read) if swapped.any() else read
     cyc, _, launch, _ = amp_cycles(np.where(swapped, c_max, r_max), np.where(swapped, r_max, c_max), k_max, target,
                                    weight_class=classes, dtype=precision,
-                                   partials=part, inner_block=inner_block, cast=casts_input(op, tensors))
+                                   partials=part, inner_block=inner_block)
+    if casts_input(op, tensors):   # the FP16 activation panel (r_max x k_max in either orientation) cast to F143
+        cyc = cyc + cast_cycles(r_max * k_max, target)
     a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
     w = tensors[op["inputs"][1]]
     w_bytes = DTYPE_BYTES[w["dtype"]]
