@@ -59,6 +59,20 @@ def test_a_compute_bound_choice_or_a_fixed_count_is_searched_once() -> None:
     assert asked == [64]
 
 
+def test_a_count_no_layout_fits_ends_the_ladder_without_an_estimate() -> None:
+    """Fewer tiles may not hold the weights (the 27-layer ViT on 736 tiles): the ladder stops at the count before."""
+    search, asked = _search({1472: 9_000, 736: 6_000})
+
+    def failing(graph, target, options):
+        if (options.tiles or 1472) < 736:
+            raise toolkit.InfeasibleError("no layout candidate fits", field="tiles", value=options.tiles)
+        return search(graph, target, options)
+    r = search_tile_counts(GRAPH, toolkit.ipu21(), toolkit.Options(), search=failing)
+    assert r.tiles == 736 and asked == [1472, 736]
+    assert r.tile_counts["tiles"].to_list() == [1472, 736, 368]
+    assert r.tile_counts["sched_cycles"].to_list() == [9_000, 6_000, None]
+
+
 def test_the_ladder_stops_at_the_fewest_tiles() -> None:
     search, asked = _search({t: 10 * t + 5_000 for t in (1472, 736, 368, 184, 92, 46, 23)})
     search_tile_counts(GRAPH, toolkit.ipu21(), toolkit.Options(), search=search)

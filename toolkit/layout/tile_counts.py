@@ -7,7 +7,8 @@ run on 64 tiles) is refined at 4.97 M cycles on 1,472 tiles and 1.25 M on 64.
 when its choice is spread-bound (its refined estimate more than
 :data:`SPREAD_BOUND` times the screen's compute), again on half as many tiles,
 halving while the refined estimate of the choice keeps falling (never below
-:data:`MIN_TILES`). The best count's search is the result; every count tried is
+:data:`MIN_TILES`, and never to a count no layout fits: that count is listed
+with no estimate and ends the ladder). The best count's search is the result; every count tried is
 a row of ``LayoutResult.tile_counts``. A count fixed by the ``tiles`` option or
 by the workload's ``compute_tiles`` is searched alone.
 """
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 import polars as pl
 
+from toolkit.errors import InfeasibleError
 from toolkit.graph import Graph
 from toolkit.layout.search import TILE_COUNTS_SCHEMA, LayoutResult, search_layouts
 from toolkit.options import Options
@@ -42,7 +44,11 @@ def search_tile_counts(graph: Graph, target: Target, options: Options,
         best = tried[0]
         tiles = first.tiles // 2
         while tiles >= MIN_TILES:
-            result = search(graph, target, dataclasses.replace(options, tiles=tiles))
+            try:
+                result = search(graph, target, dataclasses.replace(options, tiles=tiles))
+            except InfeasibleError:   # fewer tiles cannot hold it: the count before is the fewest that pays
+                tried.append((tiles, {"sched_cycles": None, "est_cycles": None, "est_compute_cycles": None}, None))
+                break
             row = (result.tiles, _choice(result), result)
             tried.append(row)
             if not _better(row[1], best[1]):
