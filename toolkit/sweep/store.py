@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import atomic_write, read_table, write_table
+from toolkit.files import atomic_write, check_name_lengths, read_table, write_table
 from toolkit.files.write import alive
 from toolkit.sweep.rows import FINAL, STATUSES, SWEEP_SCHEMA, to_frame
 from toolkit.tables import upgrade_summary
@@ -28,7 +28,7 @@ PATTERN = "point-*.parquet"
 
 def check_out(out: str | Path) -> Path:
     """The dataset directory exists (or is created) and is writable; fails before any work, naming ``out``."""
-    p = Path(out)
+    p = check_name_lengths(out, "sweep --out")
     if p.exists() and not p.is_dir():
         raise OptionError(f"sweep --out {p} is a file; give a directory for the dataset", field="out", value=str(p))
     try:
