@@ -256,8 +256,20 @@ def compare_programs(compilations: Any) -> pl.DataFrame:
     (exchanged) per compilation, and for every one after the first its cycle delta against the first.
     ``compilations``: a mapping of names to compilations (or a sequence, named by position)."""
     from toolkit.errors import OptionError
-    items = list(compilations.items()) if isinstance(compilations, dict) else [
-        (f"c{i}", c) for i, c in enumerate(compilations)]
+    from toolkit.pipeline import Compilation
+    if isinstance(compilations, Mapping):
+        items = list(compilations.items())
+    elif isinstance(compilations, list | tuple):
+        items = [(f"c{i}", c) for i, c in enumerate(compilations)]
+    else:
+        msg = (f"compare_programs(compilations=...) takes a mapping of names to compilations or a list of them, "
+               f"not {type(compilations).__name__}")
+        raise OptionError(msg, field="compilations", value=type(compilations).__name__)
+    for name, c in items:
+        if not isinstance(c, Compilation):
+            msg = (f"compare_programs: compilations[{name!r}] is a {type(c).__name__}, not a Compilation "
+                   f"(toolkit.compile(...))")
+            raise OptionError(msg, field="compilations", value=name)
     if len(items) < 2:
         msg = f"compare_programs needs at least two compilations, got {len(items)}"
         raise OptionError(msg, field="compilations", value=len(items))
