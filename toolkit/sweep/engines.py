@@ -106,7 +106,10 @@ def pool_rows(points: Sequence[Point], target: Target, workers: int) -> Iterator
     finally:
         tell(reaper, ["done"])
         if reaper is not None:
-            reaper.stdin.close()
+            try:
+                reaper.stdin.close()
+            except OSError:   # the reaper was killed: nothing is waiting on the pipe
+                pass
             reaper.wait()
 
 
