@@ -40,6 +40,7 @@ from toolkit.package import Package, package_images, size_package, verify_packag
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
 from toolkit.profile import Profile
 from toolkit.schedule import Schedule, block_instances, schedule
+from toolkit.schedule.lineage import schedule_fingerprint
 from toolkit.schedule.verify import verify_schedule
 from toolkit.simulate import phase_order, simulate
 from toolkit.target import Target, ipu21, with_kernel_build
@@ -313,7 +314,7 @@ def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
 def _lowered(sched: Schedule, target: Target) -> Exchange:
     ex = lower_exchanges(sched.transfers, target, slices=sched.slices, segments=sched.segments)
     verify_exchange(ex, sched.transfers, target)
-    return ex
+    return dataclasses.replace(ex, schedule_fingerprint=schedule_fingerprint(sched))
 
 
 def _placed(sched: Schedule, package: Package, target: Target, opts: Options) -> Placement:
