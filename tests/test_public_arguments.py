@@ -80,3 +80,15 @@ def test_a_sweep_into_a_folder_with_a_damaged_foreign_point_refuses_by_name(tmp_
     assert sorted(p.name for p in out.iterdir()) == before   # no point of the refused sweep was run
     f.unlink()
     assert sweep([SMALL], {"row_block": [18]}, out=out, workers=1).height == 1 and load_sweep(out).height == 2
+
+
+@pytest.mark.parametrize(("func", "arg", "match"), [
+    (report.numbers, None, r"numbers: c is a NoneType, not a Compilation"),
+    (report.op_cycles, P, r"op_cycles: c is a Profile, not a Compilation"),
+    (report.compare_peaks, None, r"compare_peaks\(compilations=...\) takes a mapping"),
+    (report.compare_peaks, [], r"compare_peaks needs at least one compilation"),
+    (report.compare_peaks, {"x": 1}, r"compilations\['x'\] is a int, not a Compilation"),
+])
+def test_report_functions_name_a_wrong_argument(func, arg, match) -> None:
+    with pytest.raises(OptionError, match=match):
+        func(arg)
