@@ -8,6 +8,7 @@ group or parent (orphans are re-parented to PID 1 or a subreaper).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -75,7 +76,5 @@ def test_sigkill_at_any_moment_leaves_no_process_after_5_s(tmp_path, when) -> No
         assert alive == [], f"still running 5 s after SIGKILL ({when}): {cmdlines}"
     finally:
         for pid in marked(tag):   # only this test's own processes, by their marker
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -33,6 +33,7 @@ workers need no shared file system and a point is written once.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -106,10 +107,8 @@ def pool_rows(points: Sequence[Point], target: Target, workers: int) -> Iterator
     finally:
         tell(reaper, ["done"])
         if reaper is not None:
-            try:
+            with contextlib.suppress(OSError):   # the reaper was killed: nothing is waiting on the pipe
                 reaper.stdin.close()
-            except OSError:   # the reaper was killed: nothing is waiting on the pipe
-                pass
             reaper.wait()
 
 
