@@ -99,7 +99,7 @@ def test_a_local_worker_killed_mid_point_is_retried_and_written_once(tmp_path):
         if progress.done >= 1 and not killed:
             workers = [int(s.parent.name) for s in Path("/proc").glob("[0-9]*/stat")
                        if int(s.read_text().rsplit(")", 1)[1].split()[1]) == me
-                       and "resource_tracker" not in (s.parent / "cmdline").read_text()]
+                       and "spawn_main" in (s.parent / "cmdline").read_text()]   # not the tracker or reaper
             os.kill(workers[0], signal.SIGKILL)
             killed.append(workers[0])
             first_pool.extend(workers)

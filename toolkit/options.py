@@ -17,6 +17,7 @@ from toolkit.errors import OptionError
 from toolkit.fields import check_fields
 from toolkit.target import KERNEL_BUILDS
 
+MAX_SEARCH_VALUES = 64   # distinct values of row_blocks or inner_splits a search may be given
 ROW_BLOCKS = (8, 12, 16, 18, 24, 32, 36, 48, 64, 72, 96, 128)
 WEIGHT_CLASSES = ("interleaved", "standard")
 WEIGHT_DTYPES = ("f8_143", "f8_152", "f16")
@@ -109,9 +110,15 @@ class Options:
             raise OptionError(msg, field="fused_qkv", value=self.fused_qkv)
         for name in ("row_blocks", "inner_splits"):
             v = tuple(getattr(self, name))
-            if not v or any(not isinstance(x, int) or x <= 0 for x in v):
-                msg = f"option {name}={v!r} must be a non-empty tuple of positive integers"
+            if not v or any(not isinstance(x, int) or isinstance(x, bool) or x <= 0 for x in v):
+                msg = f"option {name}={v if len(v) <= 20 else v[:20]!r} must be a non-empty tuple of positive integers"
                 raise OptionError(msg, field=name, value=v)
+            distinct = tuple(dict.fromkeys(v))   # a repeated value is searched once
+            if len(distinct) > MAX_SEARCH_VALUES:   # every value multiplies the search (2,000 ran 109 s)
+                msg = (f"option {name} lists {len(distinct):,} distinct values; at most {MAX_SEARCH_VALUES} are "
+                       f"searched (each one multiplies the search): give fewer, or pin one")
+                raise OptionError(msg, field=name, value=len(distinct))
+            object.__setattr__(self, name, distinct)
         if not isinstance(self.beam_width, int) or self.beam_width <= 0:
             msg = f"option beam_width={self.beam_width!r} must be a positive integer"
             raise OptionError(msg, field="beam_width", value=self.beam_width)

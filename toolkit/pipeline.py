@@ -28,7 +28,7 @@ import polars as pl
 
 from toolkit import tables
 from toolkit.check import check
-from toolkit.errors import ModelError, OptionError
+from toolkit.errors import InfeasibleError, ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
 from toolkit.layout import LayoutResult
@@ -40,6 +40,7 @@ from toolkit.package import Package, package_images, size_package, verify_packag
 from toolkit.placement import Placement, PlacementOptions, place, verify_placement
 from toolkit.profile import Profile
 from toolkit.schedule import Schedule, block_instances, schedule
+from toolkit.schedule.lineage import schedule_fingerprint
 from toolkit.schedule.verify import verify_schedule
 from toolkit.simulate import phase_order, simulate
 from toolkit.target import Target, ipu21, with_kernel_build
@@ -217,6 +218,29 @@ def checked_graph(workload: str | Workload | Graph, options: Options | Mapping[s
     return graph
 
 
+def check_fits_machine(graph: Graph, target: Target) -> None:
+    """Refuse, before any search, a graph no layout can fit: an op's inputs (weights among them) and output are
+    live at once, so the largest such sum is a lower bound on the SRAM a program needs; the machine holds
+    ``target.tiles`` x ``target.memory_bytes`` (an over-estimate of what a layout may use: code, exchange
+    buffers and alignment come on top). ``mlp-single-b1 --batch 10000`` needs 100x the machine and used to
+    search 48 s and 6 GB before saying no layout fits."""
+    sizes = graph.tensors.select(pl.col("tensor_id").alias("t"), "size_bytes")
+    live = (graph.ops.select("name", pl.concat_list("inputs", "output").list.unique().alias("t")).explode("t")
+            .join(sizes, on="t").group_by("name").agg(pl.col("size_bytes").sum()).sort("size_bytes", "name"))
+    if not live.height:
+        return
+    op, need = live.row(-1)
+    capacity = target.tiles * target.memory_bytes
+    if need > capacity:
+        batch = graph.params.get("batch") if isinstance(getattr(graph, "params", None), dict) else None
+        at = f" at batch {batch}" if batch is not None else ""
+        msg = (f"{graph.name}{at} cannot fit the machine: op {op!r} needs its inputs and output live at once, "
+               f"{need:,} bytes, and {target.tiles:,} tiles x {target.memory_bytes:,} bytes hold {capacity:,} "
+               f"({need / capacity:.1f}x too much) before code and buffers; use a smaller batch (or fewer blocks, "
+               f"tokens or a narrower model)")
+        raise InfeasibleError(msg, field="batch" if batch is not None else "workload", value=batch, op=op)
+
+
 def product_options(opts: Options) -> dict[str, str]:
     """The attention products' options of ``opts`` when any product is FP8 (else none: the graph's own)."""
     if opts.qk_dtype == "f16" and opts.pv_dtype == "f16":
@@ -236,6 +260,7 @@ def compile(
     clock = _Clock(progress)
     with clock("graph"):
         graph = checked_graph(workload, opts)
+        check_fits_machine(graph, target)
     with clock("layout"):
         searched = search_tile_counts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(
@@ -315,7 +340,7 @@ def _scheduled(graph: Graph, params, target: Target, tiles: int) -> Schedule:
 def _lowered(sched: Schedule, target: Target) -> Exchange:
     ex = lower_exchanges(sched.transfers, target, slices=sched.slices, segments=sched.segments)
     verify_exchange(ex, sched.transfers, target)
-    return ex
+    return dataclasses.replace(ex, schedule_fingerprint=schedule_fingerprint(sched))
 
 
 def _placed(sched: Schedule, package: Package, target: Target, opts: Options) -> Placement:

@@ -20,6 +20,8 @@ from typing import Any
 
 import polars as pl
 
+from toolkit.errors import OptionError
+
 #: kinds of number, in the order a reader meets them
 KINDS = ("screen estimate", "refined estimate", "lowered estimate", "simulated", "measured on hardware", "placed",
          "count", "checked")
@@ -165,6 +167,7 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
     ``c.summary()`` when the caller has it already)."""
     from toolkit.profile import crop
 
+    _compilation(c, "numbers")
     chosen = c.layout.candidates.filter(pl.col("chosen")).row(0, named=True)
     s = (c.summary() if summary is None else summary).row(0, named=True)
     hw = hardware_figure(c.workload, c.options, c.graph.params)
@@ -254,6 +257,7 @@ def _check_rows(c: Any, rows: list) -> float | None:
 def op_cycles(c: Any) -> pl.DataFrame:
     """Lowered cycles and bytes received per (op, phase kind) of compilation ``c``, repeat instances multiplied in."""
     from toolkit.pipeline import phase_cycles
+    _compilation(c, "op_cycles")
     order = {n: i for i, n in enumerate(c.graph.ops["name"].to_list())}
     return (phase_cycles(c.schedule, c.exchange)
             .group_by(pl.col("name").alias("op"), "kind").agg(pl.col("cycles").sum(), pl.col("bytes").sum())
@@ -261,13 +265,35 @@ def op_cycles(c: Any) -> pl.DataFrame:
             .sort("_at", "kind").drop("_at"))
 
 
+def _compilation(c: Any, func: str, where: str = "c") -> Any:
+    """``c`` if it is a Compilation; an OptionError naming ``func`` and what was given otherwise."""
+    from toolkit.pipeline import Compilation
+    if not isinstance(c, Compilation):
+        msg = f"{func}: {where} is a {type(c).__name__}, not a Compilation (toolkit.compile(...))"
+        raise OptionError(msg, field="compilations" if "[" in where else "c", value=type(c).__name__)
+    return c
+
+
+def _compilations(compilations: Any, func: str) -> list[tuple[str, Any]]:
+    """(name, compilation) pairs of a mapping or a list/tuple of Compilations, each checked by name."""
+    if isinstance(compilations, Mapping):
+        items = list(compilations.items())
+    elif isinstance(compilations, list | tuple):
+        items = [(f"c{i}", c) for i, c in enumerate(compilations)]
+    else:
+        msg = (f"{func}(compilations=...) takes a mapping of names to compilations or a list of them, "
+               f"not {type(compilations).__name__}")
+        raise OptionError(msg, field="compilations", value=type(compilations).__name__)
+    for name, c in items:
+        _compilation(c, func, f"compilations[{name!r}]")
+    return items
+
+
 def compare_programs(compilations: Any) -> pl.DataFrame:
     """Two or more compilations aligned by (op, phase kind): ``<name>_cycles`` (lowered) and ``<name>_bytes``
     (exchanged) per compilation, and for every one after the first its cycle delta against the first.
     ``compilations``: a mapping of names to compilations (or a sequence, named by position)."""
-    from toolkit.errors import OptionError
-    items = list(compilations.items()) if isinstance(compilations, dict) else [
-        (f"c{i}", c) for i, c in enumerate(compilations)]
+    items = _compilations(compilations, "compare_programs")
     if len(items) < 2:
         msg = f"compare_programs needs at least two compilations, got {len(items)}"
         raise OptionError(msg, field="compilations", value=len(items))
@@ -284,8 +310,10 @@ def compare_programs(compilations: Any) -> pl.DataFrame:
 
 def compare_peaks(compilations: Any) -> pl.DataFrame:
     """Per tile, the placed peak bytes of each compilation and every later one's delta against the first."""
-    items = list(compilations.items()) if isinstance(compilations, dict) else [
-        (f"c{i}", c) for i, c in enumerate(compilations)]
+    items = _compilations(compilations, "compare_peaks")
+    if not items:
+        msg = "compare_peaks needs at least one compilation, got none"
+        raise OptionError(msg, field="compilations", value=0)
     out = None
     for name, c in items:
         part = c.placement.occupancy.group_by("tile").agg(pl.col("live_bytes").max().alias(f"{name}_peak_bytes"))

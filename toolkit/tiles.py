@@ -16,6 +16,7 @@ import polars as pl
 
 from toolkit import tables
 from toolkit.errors import InvalidIRError
+from toolkit.schedule.lineage import schedule_fingerprint
 
 STEPS_SCHEMA = {
     "tile": pl.Int32, "index": pl.Int32, "phase": pl.Int32, "kind": pl.String, "commands": pl.Int64,
@@ -33,6 +34,7 @@ class TilePrograms:
 
     steps: pl.DataFrame     # STEPS_SCHEMA
     per_tile: pl.DataFrame  # PER_TILE_SCHEMA
+    schedule_fingerprint: str | None = None   # of the schedule lowered (toolkit.schedule.lineage); None: unknown
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
@@ -78,7 +80,7 @@ def lower_tiles(schedule) -> TilePrograms:
         (pl.col("kind") == "exchange").sum().cast(pl.Int64).alias("exchange_steps"),
         pl.col("commands").sum(), pl.col("est_cycles").sum().alias("busy_cycles"))
         .sort("tile").cast(PER_TILE_SCHEMA).select(list(PER_TILE_SCHEMA)))
-    result = TilePrograms(steps=steps, per_tile=per_tile)
+    result = TilePrograms(steps=steps, per_tile=per_tile, schedule_fingerprint=schedule_fingerprint(schedule))
     verify_tiles(result, schedule)
     return result
 

@@ -17,6 +17,7 @@ import polars as pl
 from toolkit.artifacts.provenance import PROVENANCE, Staleness, compilation_provenance, jsonable, refusals, staleness
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import (
+    check_name_lengths,
     check_parent,
     load_json,
     open_regular,
@@ -233,7 +234,7 @@ def load_case(case: str | Path) -> Case:
     if not isinstance(case, str | os.PathLike):
         raise OptionError(f"case={case!r} must be a path to a case directory, not {type(case).__name__}",
                           field="case", value=case)
-    case = Path(case)
+    case = check_name_lengths(case, "case", error=FormatError)
     for _ in range(LOAD_ATTEMPTS):
         try:
             held = os.open(case, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))

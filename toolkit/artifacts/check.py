@@ -10,6 +10,7 @@ import polars as pl
 from toolkit.artifacts.case import MANIFEST, read_log, read_manifest, verify_case
 from toolkit.artifacts.provenance import refusals, staleness
 from toolkit.errors import FormatError, OptionError
+from toolkit.files import check_name_lengths
 from toolkit.files.replace import SUFFIXES, debris_under
 from toolkit.graph import PRESETS
 
@@ -40,7 +41,7 @@ def check_artifacts(root: str | Path) -> pl.DataFrame:
     and debris of interrupted writes (empty when every case passes)."""
     if not isinstance(root, str | os.PathLike):
         raise OptionError(f"root={root!r} must be a path, not {type(root).__name__}", field="root", value=root)
-    root = Path(root)
+    root = check_name_lengths(root, "artifact directory")
     if not root.exists():
         raise OptionError(f"artifact directory {root} does not exist", field="root", value=str(root))
     if not root.is_dir():

@@ -73,6 +73,7 @@ from toolkit.check.sram import Sram
 from toolkit.check.trace import Runner, by_shape, gather
 from toolkit.errors import InvalidIRError, OptionError
 from toolkit.numerics import SCALE_MAX, SCALE_MIN
+from toolkit.schedule.lineage import check_lineage
 from toolkit.simulate.run import program_of
 
 TOLERANCE = 2.0**-7
@@ -173,6 +174,7 @@ def check(graph: Any, schedule: Any = None, placement: Any = None, exchange: Any
         program_of(("graph", "schedule", "placement"), graph, schedule, placement)   # names what is missing
         program = Program(graph, schedule, placement, exchange)
     graph, sched = program.graph, program.schedule
+    check_lineage("check", sched, exchange=program.exchange)
     data = make_data(graph, seed, scale, float(input_std))
     ref = run_reference(graph, data, scale=act)
     exact = run_reference(graph, data, scale=act, stored=False, outputs_only=True)

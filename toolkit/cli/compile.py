@@ -110,10 +110,7 @@ def compile_cmd(
     except ToolkitError as exc:
         fail(exc)
     if emit == "ipu-stack":
-        args, lost = c.layout.ipu_stack_args()
-        for text in lost:
-            typer.echo(f"warning: {text}", err=True)
-        typer.echo(shlex.join(args))
+        typer.echo(_ipu_stack_line(c))
         return
     summary = c.summary()
     if profile is not None:
@@ -137,6 +134,26 @@ def compile_cmd(
         show(pairs, f"{c.workload}: the layout")
     if out is not None and not as_json:
         typer.echo(f"wrote {out}", err=True)
+
+
+def _ipu_stack_line(c) -> str:
+    """The ipu-stack command line (its warnings on stderr). Every file it names is written by the line itself:
+    a tile mapping opens it as ``printf '%s\\n' '[...]' > tile-mapping.json && ipu-trivial-test ...`` (the library's
+    warning tells a Python user how to write it; a shell user has no ``c``)."""
+    import json
+
+    from toolkit.layout.ipu_stack import MAPPING_FILE
+    args, lost = c.layout.ipu_stack_args()
+    mapping = list(c.layout.chosen.tile_mapping) if "--tile-mapping" in args else []
+    for text in lost:
+        if mapping and text.startswith(f"write the tile mapping to {MAPPING_FILE}"):
+            text = (f"the line opens by writing the tile mapping ({len(mapping):,} planned tiles) to {MAPPING_FILE} "
+                    f"in the current directory, which --tile-mapping then reads")
+        typer.echo(f"warning: {text}", err=True)
+    line = shlex.join(args)
+    if mapping:
+        line = f"printf '%s\\n' {shlex.quote(json.dumps(mapping))} > {shlex.quote(MAPPING_FILE)} && {line}"
+    return line
 
 
 def _numbers_table(labelled: pl.DataFrame, result: object) -> pl.DataFrame:

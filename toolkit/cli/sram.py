@@ -9,7 +9,7 @@ import typer
 
 from toolkit.cli.graph import fail
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import check_not_input, check_output
+from toolkit.files import check_name_lengths, check_not_input, check_output
 
 app = typer.Typer(help="SRAM occupancy and memory maps of an artifacts case.", no_args_is_help=True)
 
@@ -47,6 +47,7 @@ def render_cmd(
             raise OptionError(msg, field="tiles", value=tiles)
         check_output(output, "--output")
         check_not_input({"--output": output}, {"CASE": case})
+        check_name_lengths(case, "CASE")
         if not case.is_dir():
             what = "is not a directory" if case.exists() else "does not exist"
             msg = f"case {case} {what}; give an artifacts case directory (it holds manifest.json)"

@@ -79,6 +79,7 @@ class Exchange:
     passes: pl.DataFrame   # PASSES_SCHEMA: one row per (group, receiving tile)
     rows: pl.DataFrame     # ROWS_SCHEMA: one plan row per participating tile per group
     summary: pl.DataFrame  # SUMMARY_SCHEMA: one row per phase
+    schedule_fingerprint: str | None = None   # of the schedule lowered (toolkit.schedule.lineage); None: unknown
 
     def __repr__(self) -> str:
         return tables.short_repr(self)

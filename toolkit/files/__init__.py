@@ -1,6 +1,7 @@
 """Files the toolkit reads and writes: confined, bounded reads (:mod:`.read`), atomic writes and output checks
 (:mod:`.write`), and directory replacement that never leaves a moment without a complete case (:mod:`.replace`)."""
 
+from toolkit.files.names import check_name_lengths
 from toolkit.files.read import (
     MAX_DEPTH,
     TEXT_LIMIT,
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_DEPTH",
     "TEXT_LIMIT",
     "atomic_write",
+    "check_name_lengths",
     "check_not_input",
     "check_output",
     "check_parent",

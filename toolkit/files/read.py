@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import FormatError
+from toolkit.files.names import check_name_lengths
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 TEXT_LIMIT = 16 * MIB            # manifest.json, profile.json, log.txt, target and grid files
@@ -63,6 +64,7 @@ def open_regular(path: str | os.PathLike[str], *, root: str | os.PathLike[str] |
     """A read-only descriptor of the regular file ``path``; with ``root`` the path must stay inside ``root``
     (no symlink leaving it, the last component no symlink at all). FormatError otherwise, naming the path."""
     file = os.fspath(path)
+    check_name_lengths(file, what, error=FormatError)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if root is not None:
         if not inside(file, root):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolkit.errors import OptionError
+from toolkit.files.names import check_name_lengths
 
 NAME_MAX = 255   # bytes in one path component (Linux)
 
@@ -35,7 +36,9 @@ def check_output(path: str | os.PathLike[str], field: str = "output") -> Path:
 
 
 def refuse_link(p: Path, field: str) -> None:
-    """An output path that is a symbolic link is refused, naming where it points."""
+    """An output path that is a symbolic link is refused, naming where it points (and one whose names are too
+    long for the file system, :func:`check_name_lengths`)."""
+    check_name_lengths(p, field)
     if p.is_symlink():
         msg = (f"{field} {p} is a symbolic link to {os.path.realpath(p)}; refusing to write through it (the "
                f"link would be replaced, not what it names): give the real path")
@@ -60,6 +63,7 @@ def check_not_input(outputs: dict[str, str | os.PathLike[str]], inputs: dict[str
 def check_parent(p: Path, field: str, *, create: bool = False, reserve: int = 16) -> Path:
     """The folder of output ``p`` exists (or is created, ``create``) and is writable, and ``p``'s name leaves
     ``reserve`` bytes for the temporary sibling it is written through."""
+    check_name_lengths(p, field)
     parent = p.parent
     if create:
         try:

@@ -113,9 +113,10 @@ class Package:
     arguments: pl.DataFrame    # ARGUMENTS_SCHEMA: the slots of every argument record
     digests: pl.DataFrame      # DIGESTS_SCHEMA: content digest of every package object
     summary: pl.DataFrame      # SUMMARY_SCHEMA: one row
+    schedule_fingerprint: str | None = None   # of the schedule sized (toolkit.schedule.lineage); None: unknown
 
     def __repr__(self) -> str:
         return tables.short_repr(self)
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {name: getattr(self, name) for name in self.__slots__ if name != "schedule_fingerprint"}

@@ -85,6 +85,7 @@ from toolkit.package.digests import _digests, _image_digests
 from toolkit.package.model import RELOCATIONS_SCHEMA, TILES_SCHEMA, Package, PackageModel
 from toolkit.package.objects import _arguments, _code_sizes, _commands, _objects, _per_tile, _steps, _unique_rows
 from toolkit.package.savings import _summary, _templates
+from toolkit.schedule.lineage import check_lineage, schedule_fingerprint
 from toolkit.target import Target
 
 __all__ = ["size_package"]
@@ -92,6 +93,7 @@ __all__ = ["size_package"]
 
 def size_package(schedule, exchange, tiles, target: Target, model: PackageModel | None = None) -> Package:
     """Size every tile's image: code, plan rows, run table, host state, argument records, support."""
+    check_lineage("size_package", schedule, exchange=exchange, tiles=tiles)
     model = model or PackageModel()
     final = int(schedule.phases["phase"].max()) if schedule.phases.height else 0
     next_id = int(schedule.objects["object_id"].max()) + 1 if schedule.objects.height else 0
@@ -126,4 +128,4 @@ def size_package(schedule, exchange, tiles, target: Target, model: PackageModel 
     summary = _summary(per_tile, rows, templates, objects, digests, row_bytes, model)
     return Package(objects=objects, tiles=per_tile.cast(TILES_SCHEMA).select(list(TILES_SCHEMA)),
                    templates=templates, relocations=relocations, arguments=arguments, digests=digests,
-                   summary=summary)
+                   summary=summary, schedule_fingerprint=schedule_fingerprint(schedule))

@@ -21,7 +21,8 @@ def read_arena_csv(path: str | Path) -> pl.DataFrame:
 
     Raises FormatError naming the file, the line (1 = header) and the column.
     """
-    p = Path(path)
+    from toolkit.files import check_name_lengths
+    p = check_name_lengths(path, "CSV file", error=FormatError)
     if p.is_dir():
         raise FormatError("is a directory; give a MiniMalloc CSV file (id,lower,upper,size)", file=str(p))
     from toolkit.files import read_bytes  # a regular file (never a FIFO or device), bounded

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.profile.model import HALF, WRAP, Deferred, Profile
+from toolkit.profile.model import HALF, WRAP, Deferred, Profile, require_profile
 
 CROP_SCHEMA: tables.Schema = {
     **tables.SAMPLES_SCHEMA,
@@ -67,7 +67,10 @@ def crop(profile: Profile, shared_clock: bool = False) -> Crop:
     """Crop ``profile`` the way the hardware tool's renderer does (or not at all with ``shared_clock``).
 
     Reads only the samples' tile and counter columns; the cropped samples (``Crop.samples``) are built when read.
+    Anything but a Profile is refused naming the argument (:func:`~toolkit.profile.model.require_profile`); a
+    profile without samples crops to an empty Crop of 0 cycles.
     """
+    profile = require_profile(profile, "crop")
     lazy = not profile.collected("samples")
     s = profile.lazy("samples").select("tile", "start_cycle", "end_cycle").collect()
     n = s.height

@@ -22,12 +22,13 @@ without collecting it, for readers that need a few columns or an aggregate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from toolkit import tables
-from toolkit.errors import FormatError
+from toolkit.errors import FormatError, OptionError
 
 WRAP = 1 << 32
 HALF = 1 << 31
@@ -129,6 +130,33 @@ class Profile:
 
 
 FRAMES = ("samples", "activities", "metadata")
+
+
+def require_profile(profile: Any, func: str, *, field: str = "profile", also: tuple[type, ...] = (),
+                    need: tuple[str, ...] = ("tile", "start_cycle", "end_cycle")) -> Any:
+    """``profile`` if it is a :class:`Profile` (or one of ``also``) whose samples have every column crop reads;
+    an OptionError naming ``func``, the field and what was given otherwise (a DataFrame is not a profile: wrap
+    it, ``Profile(samples=df)``). A samples frame with no columns at all (``pl.DataFrame()``) is an empty
+    profile: a Profile with empty samples of the schema is returned."""
+    if isinstance(profile, also):
+        return profile
+    if not isinstance(profile, Profile):
+        kinds = " or ".join(t.__name__ for t in (Profile, *also))
+        hint = (": wrap a samples frame as toolkit.profile.Profile(samples=df)"
+                if isinstance(profile, pl.DataFrame | pl.LazyFrame) else "")
+        msg = f"{func}({field}=...) takes a {kinds}, not {type(profile).__name__}{hint}"
+        raise OptionError(msg, field=field, value=type(profile).__name__)
+    names = profile.lazy("samples").collect_schema().names()
+    if not names:
+        return Profile(samples=tables.empty(tables.SAMPLES_SCHEMA), activities=profile.lazy("activities"),
+                       metadata=profile.lazy("metadata"), clock_hz=profile.clock_hz,
+                       schema_version=profile.schema_version, source=profile.source)
+    missing = [c for c in need if c not in names]
+    if missing:
+        msg = (f"{func}: the profile's samples lack the columns {missing} (they have {names[:8]}); a profile's "
+               f"samples follow tables.SAMPLES_SCHEMA")
+        raise OptionError(msg, field="samples", value=missing)
+    return profile
 
 
 def wrap_delta(end: np.ndarray, start: np.ndarray) -> np.ndarray:

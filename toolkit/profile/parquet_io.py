@@ -24,7 +24,7 @@ from typing import Any
 
 from toolkit import tables
 from toolkit.errors import FormatError
-from toolkit.files import check_tables, load_json, read_table, read_text, write_table
+from toolkit.files import check_name_lengths, check_tables, load_json, read_table, read_text, write_table
 from toolkit.files.replace import make_tmp, recover, remove, replace_dir
 from toolkit.files.write import refuse_link
 from toolkit.profile.capnp_io import read_capnp
@@ -41,7 +41,7 @@ def read_profile(path: str | os.PathLike[str]) -> Profile:
     """Read a profile: a ``.capnp`` file (hardware format, versions 1..5) or a Parquet profile directory."""
     if not isinstance(path, str | os.PathLike):
         raise FormatError(f"path={path!r} must be a path, not {type(path).__name__}", field="path", value=path)
-    p = Path(path)
+    p = check_name_lengths(path, "profile", error=FormatError)
     if p.suffix.lower() == ".capnp" or p.name.lower().endswith(".capnp.gz"):
         return read_capnp(p)
     if p.suffix.lower() == ".parquet" or (p / ATTRIBUTES).is_file():

@@ -14,7 +14,7 @@ import polars as pl
 from toolkit import tables
 from toolkit.errors import OptionError
 from toolkit.profile.crop import Crop, crop
-from toolkit.profile.model import Profile
+from toolkit.profile.model import Profile, require_profile
 
 GROUP_KEYS: dict[str, pl.DataType | type[pl.DataType]] = {
     "kernel": tables.STR, "operation": tables.STR, "phase": tables.BIG, "kind": tables.STR, "tile": tables.ID,
@@ -153,7 +153,7 @@ def phase_labels(profile: Profile | Crop) -> pl.DataFrame:
     labelled by its synchronization samples; idle samples never vote. A phase that also holds the tiles'
     initial sync barrier (a tile's first sample, a synchronization) says so: ``"0 mlp.ln compute + initial
     sync"``, so the 600 cycles of that barrier are not taken for the work's."""
-    s = _crop(profile, cropped=False).samples
+    s = _crop(profile, cropped=False, func="phase_labels").samples
     work = ~pl.col("kind").is_in(list(WAITING_KINDS))
     weight = (pl.col("end_offset_cycles") - pl.col("start_offset_cycles")).clip(1, None)
     votes = (s.filter(pl.col("kind") != "idle")
@@ -180,7 +180,7 @@ def barriers(profile: Profile | Crop) -> Barriers:
     end; ``after_last_arrival_cycles`` is what the barrier costs past the late
     tile. Spreads are per phase: summing them across phases means nothing.
     """
-    c = _crop(profile, cropped=False)
+    c = _crop(profile, cropped=False, func="barriers")
     s = c.samples
     waiting = pl.col("kind").is_in(list(WAITING_KINDS))
     per_tile = s.group_by("phase", "tile").agg(
@@ -245,7 +245,7 @@ def compare(*profiles: Profile | Crop, by: str = "phase", names: list[str] | Non
     on = ["label", "epoch", "occurrence"] if by == "phase" else [by]
     out: pl.DataFrame | None = None
     for name, p in zip(names, profiles, strict=True):
-        c = _crop(p, cropped)
+        c = _crop(p, cropped, "compare")
         q = query(c, by=by)
         if by == "phase":
             epochs = c.samples.group_by("phase").agg(pl.col("epoch").min().cast(pl.Int64))
@@ -281,7 +281,7 @@ def idle(profile: Profile | Crop, cropped: bool = True) -> pl.LazyFrame:
     tile waits to enter); the tail gap up to the profile's last end has a null
     phase. Columns: ``IDLE_SCHEMA``.
     """
-    c = _crop(profile, cropped)
+    c = _crop(profile, cropped, "idle")
     end_all = c.cropped_cycles
     lf = c.samples.lazy().select("tile", "phase", "start_offset_cycles", "end_offset_cycles")
     gaps = lf.sort("tile", "start_offset_cycles").with_columns(
@@ -301,7 +301,8 @@ def idle(profile: Profile | Crop, cropped: bool = True) -> pl.LazyFrame:
             .cast(IDLE_SCHEMA).select(list(IDLE_SCHEMA)))
 
 
-def _crop(profile: Profile | Crop, cropped: bool) -> Crop:
+def _crop(profile: Profile | Crop, cropped: bool, func: str = "query") -> Crop:
+    profile = require_profile(profile, func, also=(Crop,), need=tuple(tables.SAMPLES_SCHEMA))
     if isinstance(profile, Crop):
         return profile
     return crop(profile, shared_clock=not cropped)

@@ -17,6 +17,7 @@ from toolkit.errors import InvalidIRError, OptionError
 from toolkit.exchange.horizon import activity_spans
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
+from toolkit.schedule.lineage import check_lineage
 from toolkit.schedule.program import PREAMBLE
 from toolkit.simulate.calibration import CALIBRATION_SCHEMA, apply_calibration, load_calibration
 
@@ -49,6 +50,7 @@ def simulate(schedule: Schedule | Any, exchange: Exchange | None = None, tiles: 
     """
     sched, exchange, tiles, target = program_of(PROGRAM, schedule, exchange, tiles, target)
     _check_program(sched, exchange, tiles, target)
+    check_lineage("simulate", sched, exchange=exchange, tiles=tiles)
     if isinstance(base_cycle, bool) or not isinstance(base_cycle, int | np.integer) or not 0 <= base_cycle < WRAP:
         msg = f"base_cycle={base_cycle!r} is not a 32-bit counter value; use an integer in [0, 2**32)"
         raise OptionError(msg, field="base_cycle", value=base_cycle)

@@ -12,10 +12,10 @@ from typing import Any
 import polars as pl
 
 from toolkit.errors import OptionError
-from toolkit.sweep.engines import connect, dask_rows, dask_slots, inline_rows, pool_rows
+from toolkit.sweep.engines import check_scheduler, connect, dask_rows, dask_slots, inline_rows, pool_rows
 from toolkit.sweep.points import sweep_points
 from toolkit.sweep.rows import to_frame
-from toolkit.sweep.store import check_out, finished_ids, load_sweep, write_row
+from toolkit.sweep.store import check_out, finished_ids, load_sweep, refuse_damaged, write_row
 from toolkit.target import Target, ipu21
 
 #: the most local worker processes one sweep starts (README: Limits)
@@ -68,8 +68,12 @@ def sweep(workloads: Sequence[str], grid: Mapping[str, Sequence[Any]] | None = N
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         msg = f"workers={workers!r} must be a number of local processes from 1 to {MAX_WORKERS}"
         raise OptionError(msg, field="workers", value=workers)
+    if scheduler is not None:
+        scheduler = check_scheduler(scheduler)   # a malformed address fails before the dataset folder is made
     points = sweep_points(workloads, grid, target)
     out_dir = check_out(out) if out is not None else None
+    if out_dir is not None:
+        refuse_damaged(out_dir, {p.id for p in points})
     skip = finished_ids(out_dir, {p.id for p in points}) if out_dir is not None else set()
     todo = [p for p in points if p.id not in skip]
     client, owned = connect(scheduler) if scheduler is not None else (None, False)

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.errors import FormatError, OptionError
-from toolkit.files import atomic_write, read_table, write_table
+from toolkit.files import atomic_write, check_name_lengths, read_table, write_table
 from toolkit.files.write import alive
 from toolkit.sweep.rows import FINAL, STATUSES, SWEEP_SCHEMA, to_frame
 from toolkit.tables import upgrade_summary
@@ -28,7 +28,7 @@ PATTERN = "point-*.parquet"
 
 def check_out(out: str | Path) -> Path:
     """The dataset directory exists (or is created) and is writable; fails before any work, naming ``out``."""
-    p = Path(out)
+    p = check_name_lengths(out, "sweep --out")
     if p.exists() and not p.is_dir():
         raise OptionError(f"sweep --out {p} is a file; give a directory for the dataset", field="out", value=str(p))
     try:
@@ -68,6 +68,27 @@ def finished_ids(out: Path, wanted: set[str] | None = None) -> set[str]:
         if row["status"][0] in FINAL:
             done.add(row["point_id"][0])
     return done
+
+
+def refuse_damaged(out: Path, ours: set[str]) -> None:
+    """Refuse, before any work, a dataset holding point files that cannot be read and that this sweep does not
+    recompute (another grid's, or a stray ``point-*.parquet``): :func:`load_sweep` of the folder would raise on
+    them after the sweep said it reads every point. This sweep's own damaged points are recomputed and replaced
+    (:func:`finished_ids`). Names up to five of them, with the reason, and what to do."""
+    bad, mine = [], {point_path(out, i).name for i in ours}
+    for f in _files(out, None):
+        if f.name in mine:
+            continue
+        try:
+            read_point(f)
+        except FormatError as exc:
+            bad.append(f"{f.name} ({str(exc).removeprefix(str(f) + ': ')})")
+    if bad:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        msg = (f"sweep --out {out} holds {len(bad)} damaged point file{'s' * (len(bad) > 1)} that this sweep does "
+               f"not recompute, so load_sweep could not read the dataset: {shown}; remove them (or rerun the sweep "
+               f"that wrote them), or give another --out")
+        raise OptionError(msg, field="out", value=str(out))
 
 
 def _files(out: Path, wanted: set[str] | None) -> list[Path]:
