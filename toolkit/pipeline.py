@@ -31,6 +31,7 @@ from toolkit.check import check
 from toolkit.errors import ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
+from toolkit.graph.streaming import stream_attention
 from toolkit.layout import LayoutResult, search_layouts
 from toolkit.layout.finalists import Finalist, choose_finalist
 from toolkit.options import Options, as_options
@@ -205,6 +206,8 @@ def compile(
     clock = _Clock(progress)
     with clock("graph"):
         graph = resolve_graph(workload, opts.weight_dtype, opts.early_casts, product_options(opts))
+        if opts.attention == "streaming":   # every attention as key blocks with F32 state (graph.streaming)
+            graph = stream_attention(graph, opts.key_block)
     with clock("layout"):
         searched = search_layouts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(
