@@ -109,3 +109,13 @@ def test_streaming_peak_below_materialized_on_the_same_plan():
         assert c.placement.fits
         peaks[form] = int(c.placement.occupancy["live_bytes"].max())
     assert peaks["streaming"] < peaks["materialized"]
+
+
+def test_sweep_grid_key_attention():
+    from toolkit.sweep.points import sweep_points
+    points = sweep_points(["siglip-attention-benchmark"], {"attention": ["materialized", "streaming"],
+                                                          "key_block": [64]}, ipu21())
+    assert sorted(p.options.attention for p in points) == ["materialized", "streaming"]
+    assert len({p.id for p in points}) == 2
+    with pytest.raises(OptionError, match="key_block=24 must be a positive multiple of 16"):
+        sweep_points(["siglip-attention-benchmark"], {"attention": ["streaming"], "key_block": [24]}, ipu21())
