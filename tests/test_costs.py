@@ -48,8 +48,10 @@ def test_every_kernel_kind_has_a_measured_row(kernel) -> None:
     # the cast is derived from the paced copy; the unpack's one hardware figure is a phase saving (test_unpack.py);
     # the merge's figures are ipu-stack's kernel cost fixtures (test_the_attention_merge_follows_its_fixtures); the
     # rearrangements' one hardware figure is a compute round's difference (test_the_operand_rearrangements_...)
+    # the streaming merges' figures are the same fixtures (test_streaming.test_merge_costs_match_ipu_stack_fixtures)
     assert kernel in set(measured()["kernel"]) or kernel in ("cast", "unpack", "merge", "rearrange_left",
-                                                              "rearrange_right")
+                                                              "rearrange_right", "merge_first", "merge_update",
+                                                              "merge_last")
 
 
 def test_the_operand_rearrangements_follow_the_measured_rounds() -> None:
