@@ -39,9 +39,17 @@ def test_streaming_refused_by_name_without_attention():
         toolkit.compile("mlp-small-repeat", options={"attention": "streaming"})
 
 
-def test_streaming_refused_by_name_on_fused_qkv():
-    with pytest.raises(ModelError, match="stores them in one fused projection; compile it with fused_qkv=False"):
-        stream_attention(build_graph("attention-fused-b1"), 64)
+def test_graph_pass_keeps_a_fused_qkv_tensor_once():
+    s = stream_attention(build_graph("attention-fused-b1"), 64)
+    att = s.ops.filter(pl.col("kind") == "attention").row(0, named=True)
+    assert len(att["inputs"]) == 1 and s.tensors["name"][att["inputs"][0]] == "attn.qkv.out"
+
+
+def test_tiny_fused_streaming_compile_passes_the_check():
+    g = attention_block(tokens=40, width=32, heads=2, fused_qkv=True, biases=False, layernorm=False,
+                        residual=False, projection=False)
+    c = toolkit.compile(g, options={"attention": "streaming", "key_block": 16, "check": True, "tiles": 16})
+    assert c.placement.fits and c.check.passed, c.check.message
 
 
 def test_graph_pass_fuses_scores_softmax_values():

@@ -316,7 +316,7 @@ def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndar
     out = []
     for w in which:
         if op["rule"] == "attention":   # streaming attention reads Q, K, V as three tensors
-            src = ins["qkv".index(w)]
+            src = ins[min("qkv".index(w), len(ins) - 1)]   # fused: QKV once, or Q then KV
         else:
             src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
         x = cur[src][0]

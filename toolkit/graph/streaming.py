@@ -3,7 +3,8 @@
 ``stream_attention(graph, key_block)`` replaces every materialized attention
 (the ops ``scores`` -> ``softmax`` -> ``values`` of :func:`toolkit.graph.builders.add_attention`)
 by ONE op of kind ``attention`` (rule ``attention``): inputs Q, K, V (the
-scores' inputs, then the values' V), the values' output, ``rows`` = query
+scores' inputs, then the values' V; a fused QKV tensor once, a pooling head's
+fused KV once after Q), the values' output, ``rows`` = query
 tokens, ``cols`` = head width, ``inner`` = keys, ``groups`` = images x heads,
 the flops of the two products and the softmax. The scores and probabilities
 tensors disappear from the graph: the streaming form never holds them whole.
@@ -50,18 +51,12 @@ def attentions(graph: Graph) -> list[tuple[dict, dict, dict]]:
 
 def stream_attention(graph: Graph, key_block: int) -> Graph:
     """``graph`` with every attention in the streaming form (see the module doc); refused by name on a graph
-    with no attention, or with Q and K (or K and V) stored in one fused projection tensor."""
+    with no attention."""
     found = attentions(graph)
     if not found:
         msg = (f"option attention='streaming' applies to attention, but workload {graph.name!r} has none (no "
                f"scores / softmax / values ops); leave attention='materialized' for it")
         raise ModelError(msg, field="attention", value="streaming")
-    fused_op = next((s for s, _p, v in found if len(set(s["inputs"]) | {v["inputs"][-1]}) < 3), None)
-    if fused_op is not None:
-        msg = (f"option attention='streaming' reads Q, K and V as three operands, but attention {fused_op['name']!r} "
-               f"of workload {graph.name!r} stores them in one fused projection; compile it with fused_qkv=False "
-               f"(the streaming form of fused QKV is not built yet)")
-        raise ModelError(msg, field="fused_qkv", value=True)
     dropped_ops = {op["op_id"] for s, p, v in found for op in (p, v)}
     dropped_tensors = {t for s, p, _v in found for t in (s["output"], p["output"])}
     fused = {}
@@ -69,7 +64,7 @@ def stream_attention(graph: Graph, key_block: int) -> Graph:
         prefix = s["name"].removesuffix(".scores")
         fused[s["op_id"]] = {
             **s, "name": f"{prefix}.attention", "kind": str(OpKind.ATTENTION), "rule": str(Rule.ATTENTION),
-            "inputs": [*s["inputs"], v["inputs"][-1]], "output": v["output"], "rows": s["rows"],
+            "inputs": list(dict.fromkeys([*s["inputs"], v["inputs"][-1]])), "output": v["output"], "rows": s["rows"],
             "cols": v["cols"], "inner": s["cols"], "groups": s["groups"],
             "flops": s["flops"] + p["flops"] + v["flops"]}
     old_ops = [fused.get(op["op_id"], op) for op in graph.ops.to_dicts() if op["op_id"] not in dropped_ops]

@@ -36,7 +36,8 @@ def qk_preparation(ops: list[dict], tensors: dict, p: LayoutParams, batch: int) 
             continue
         acts = [t for t in op["inputs"] if tensors[t]["role"] in ("input", "activation", "output")]
         if op["rule"] == "attention":   # streaming attention (graph.streaming) reads Q, K, V; its QK reads Q and K
-            src, hd = dict(zip("qkv", acts, strict=True)), int(op["cols"])   # as row-major rows, as the scores do
+            src = dict(zip("qkv", [acts[0], acts[min(1, len(acts) - 1)], acts[-1]], strict=True))   # as row-major
+            hd = int(op["cols"])                                                                   # rows too
         else:
             values = next((o for o in ops[i + 1:] if o["rule"] == "values"), None)
             v = ([t for t in values["inputs"] if tensors[t]["role"] in ("input", "activation", "output")][-1]

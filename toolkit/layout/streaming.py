@@ -36,8 +36,21 @@ from toolkit.target import Target
 
 KERNEL = "attention_stream"            # a key block that updates the FP32 state
 LAST_KERNEL = "attention_stream_last"  # the last key block: normalize and write the FP16 result
+#: need keys: Q by its tensor id, a second slice of one tensor ``-t - 1`` (as the scores' fused K), a third
+#: (fused QKV's V, a fused KV's V) ``-t - 1 - V_SLOT``; :func:`need_tensor` reads any of them back
+V_SLOT = 1 << 32
 #: the AMP's coefficient panel columns: a key block is padded to them (and the softmax to ``key_block``)
 PANEL = 16
+
+
+def need_tensor(key: int) -> int:
+    """The tensor of a need key (see :data:`V_SLOT`)."""
+    return key if key >= 0 else (-key - 1) % V_SLOT
+
+
+def need_keys(q: int, k: int, v: int) -> tuple[int, int, int]:
+    """The need keys of Q, K and V (tensor ids; one tensor may hold several: fused QKV, a fused KV)."""
+    return q, (-k - 1 if k == q else k), (-v - 1 - V_SLOT if v in (q, k) else v)
 
 
 def key_blocks(keys: int, key_block: int) -> np.ndarray:
@@ -60,18 +73,21 @@ def key_need(shape: tuple[int, int, int], batch: int, heads: int, keys: int, hd:
 
 def streaming_plan(op: dict, acts: list[int], tensors_shape, batch: int, row_block: int, tiles: int,
                    key_block: int, out_shape: tuple[int, int, int]) -> dict:
-    """The fields of the OpPlan of one streaming attention op (``acts``: Q, K, V; ``tensors_shape``: tensor ->
-    its (G, R, C) shape)."""
-    q, k, v = acts
+    """The fields of the OpPlan of one streaming attention op (``acts``: Q, K, V, or a fused QKV tensor, or Q and
+    a fused KV; ``tensors_shape``: tensor -> its (G, R, C) shape)."""
+    src = dict(zip("qkv", [acts[0], acts[min(1, len(acts) - 1)], acts[-1]], strict=True))
     tokens, keys, hd = int(op["rows"]), int(op["inner"]), int(op["cols"])
     heads = int(op["groups"]) // batch
     rb, ct = attention_cells(batch, heads, tokens, row_block, tiles)
     ci = np.arange(ct.size).reshape(ct.shape)
     n_rb = len(rb) - 1
     cells = ct.size
-    needs = {q: qkv_need(tensors_shape(q), batch, heads, tokens, hd, 0, ct, rb, by_row_block=True),
-             k: key_need(tensors_shape(k), batch, heads, keys, hd, 0, key_block, ct),
-             v: key_need(tensors_shape(v), batch, heads, keys, hd, 0, key_block, ct)}
+    # a tensor holding several projections holds them in Q, K, V order (fused QKV: offsets 0, width, 2 width)
+    off = {x: [y for y in "qkv" if src[y] == src[x]].index(x) * heads * hd for x in "qkv"}
+    q, k, v = need_keys(src["q"], src["k"], src["v"])
+    needs = {q: qkv_need(tensors_shape(src["q"]), batch, heads, tokens, hd, off["q"], ct, rb, by_row_block=True),
+             k: key_need(tensors_shape(src["k"]), batch, heads, keys, hd, off["k"], key_block, ct),
+             v: key_need(tensors_shape(src["v"]), batch, heads, keys, hd, off["v"], key_block, ct)}
     rows = np.diff(rb)[None, None, :].repeat(batch, 0).repeat(heads, 1).ravel()
     shape_arr = np.stack([rows, np.full(cells, hd), np.full(cells, keys), np.ones(cells, int)], -1)
     o_rows = segmented_bounds(batch, tokens, row_block)
@@ -117,8 +133,8 @@ def stream_estimate(plan, tensors: dict, target: Target, tiles: int) -> dict:
     n_b = priced["cycles"].shape[0]
     q, k, _v = list(plan.needs)
     q_need = plan.needs[q]
-    q_bytes = q_need.slot_elements() * DTYPE_BYTES[tensors[q]["dtype"]]
-    kv_slot = int(plan.needs[k].slot_elements().max(initial=0)) * DTYPE_BYTES[tensors[k]["dtype"]]
+    q_bytes = q_need.slot_elements() * DTYPE_BYTES[tensors[need_tensor(q)]["dtype"]]
+    kv_slot = int(plan.needs[k].slot_elements().max(initial=0)) * DTYPE_BYTES[tensors[need_tensor(k)]["dtype"]]
     recv = np.bincount(q_need.tiles.ravel().clip(0), weights=np.where(q_need.tiles.ravel() >= 0, q_bytes, 0),
                        minlength=tiles)
     block = np.bincount(plan.cell_tiles, minlength=tiles) * 2 * kv_slot

@@ -28,7 +28,7 @@ import numpy as np
 
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import OpPlan
-from toolkit.layout.streaming import KERNEL, LAST_KERNEL, PANEL, key_blocks, stream_cycles
+from toolkit.layout.streaming import KERNEL, LAST_KERNEL, PANEL, key_blocks, need_tensor, stream_cycles
 from toolkit.schedule.program import Program, slot_of_cell
 
 STATE_BYTES = 4   # FP32 state: accumulator, running maximum and sum
@@ -51,11 +51,12 @@ def build_streaming(prog: Program, op: dict, plan: OpPlan, layout_of: dict[int, 
     kb = np.diff(key_blocks(keys, plan.key_block))
     n_b = len(kb)
     priced = stream_cycles(sh[:, 0], hd, keys, plan.key_block, prog.target)
+    tensor = {key: need_tensor(key) for key in (q, k, v)}   # need key -> tensor (fused QKV: one tensor)
     q_need = plan.needs[q]
     q_slot = slot_of_cell(q_need, n_cells)
-    q_inplace = q_need.same_as(layout_of[q]) and (q_need.replicas == 1 or q in inputs)
-    q_pieces = None if q_inplace else route(layout_of[q], q_need)
-    kv = {t: _blocks(plan.needs[t], layout_of[t], n_b, n_cells) for t in (k, v)}
+    q_inplace = q_need.same_as(layout_of[tensor[q]]) and (q_need.replicas == 1 or tensor[q] in inputs)
+    q_pieces = None if q_inplace else route(layout_of[tensor[q]], q_need)
+    kv = {t: _blocks(plan.needs[t], layout_of[tensor[t]], n_b, n_cells) for t in (k, v)}
     out_slot = slot_of_cell(plan.output, n_cells)
     out_objs = np.full(plan.output.tiles.size, -1, dtype=np.int64)
     block = op["block"]
@@ -63,7 +64,7 @@ def build_streaming(prog: Program, op: dict, plan: OpPlan, layout_of: dict[int, 
         cells = np.nonzero(waves == wave)[0]
         tiles = plan.cell_tiles[cells]
         rows = sh[cells, 0]
-        q_objs = objs_of[q][q_slot[cells]] if q_inplace else None
+        q_objs = objs_of[tensor[q]][q_slot[cells]] if q_inplace else None
         state = None
         for j in range(n_b):
             moves = [(t, pieces, slot_of[j][cells]) for t, (pieces, piece_block, piece_cell, slot_of) in kv.items()
@@ -81,9 +82,10 @@ def build_streaming(prog: Program, op: dict, plan: OpPlan, layout_of: dict[int, 
             got = {}
             for t, pieces, slots in moves:
                 cls = "interleaved" if t != q else "standard"   # K and V blocks are the AMP's coefficients
-                name = f"{prog.tensors[t]['name']}@{plan.name}" + ("" if t == q else f".block{j}")
-                objs = prog.new_objects(plan.needs[t], slots, t, "activation", first, cls=cls, name=name)
-                prog.move(layout_of[t], objs_of[t], plan.needs[t], slots, objs, t, xphase, cphase, pieces=pieces)
+                x = tensor[t]
+                name = f"{prog.tensors[x]['name']}@{plan.name}" + ("" if t == q else f".{'kv'[t == v]}{j}")
+                objs = prog.new_objects(plan.needs[t], slots, x, "activation", first, cls=cls, name=name)
+                prog.move(layout_of[x], objs_of[x], plan.needs[t], slots, objs, x, xphase, cphase, pieces=pieces)
                 got[t] = objs
             if j == 0 and not q_inplace:
                 q_objs = got[q]
