@@ -127,3 +127,11 @@ def test_sweep_grid_key_attention():
     assert len({p.id for p in points}) == 2
     with pytest.raises(OptionError, match="key_block=24 must be a positive multiple of 16"):
         sweep_points(["siglip-attention-benchmark"], {"attention": ["streaming"], "key_block": [24]}, ipu21())
+
+
+def test_ipu_stack_command_names_the_flash_strategy():
+    from toolkit.layout.ipu_stack import ipu_stack_args
+    g = stream_attention(build_graph("attention-fused-b1"), 64)
+    args, _warnings = ipu_stack_args(g.params, "attention", g.ops.to_dicts(), (), "interleaved", -4)
+    assert "--attention-strategy" in args and args[args.index("--attention-strategy") + 1] == "flash"
+    assert "--fuse-qkv" in args
