@@ -32,6 +32,8 @@ def test_options_validate_attention_and_key_block():
             Options(key_block=bad)
     with pytest.raises(OptionError, match="attention_products='independent' puts attention products on grids"):
         Options(attention="streaming", attention_products="independent")
+    with pytest.raises(OptionError, match="qk_dtype='f8_143' runs an attention product on the FP8 AMP"):
+        Options(attention="streaming", qk_dtype="f8_143")
 
 
 def test_streaming_refused_by_name_without_attention():

@@ -152,6 +152,12 @@ class Options:
             msg = (f"option key_block={kb!r} must be a positive multiple of {KEY_BLOCK_QUANTUM} keys (the AMP's "
                    f"16-column panel), e.g. 64 (ipu-stack's streaming block)")
             raise OptionError(msg, field="key_block", value=kb)
+        fp8 = next((f"{x}_dtype" for x in ("qk", "pv") if getattr(self, f"{x}_dtype") != "f16"), None)
+        if self.attention == "streaming" and fp8 is not None:
+            msg = (f"option {fp8}={getattr(self, fp8)!r} runs an attention product on the FP8 AMP, but "
+                   f"attention='streaming' runs both products FP16 (ipu-stack's flash stages take FP16 inputs); "
+                   f"leave {fp8}='f16' or use attention='materialized'")
+            raise OptionError(msg, field=fp8, value=getattr(self, fp8))
         if self.attention == "streaming" and self.attention_products not in (None, "shared-rows"):
             msg = (f"option attention_products={self.attention_products!r} puts attention products on grids of "
                    f"their own, but attention='streaming' streams every key block to the query-row owners "

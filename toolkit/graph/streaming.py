@@ -57,6 +57,11 @@ def stream_attention(graph: Graph, key_block: int) -> Graph:
         msg = (f"option attention='streaming' applies to attention, but workload {graph.name!r} has none (no "
                f"scores / softmax / values ops); leave attention='materialized' for it")
         raise ModelError(msg, field="attention", value="streaming")
+    fp8 = next((k for k in ("qk_dtype", "pv_dtype") if graph.params.get(k, "f16") != "f16"), None)
+    if fp8 is not None:
+        msg = (f"option attention='streaming' runs both attention products FP16, but workload {graph.name!r} has "
+               f"{fp8}={graph.params[fp8]!r}; build it with FP16 products or keep attention='materialized'")
+        raise ModelError(msg, field=fp8, value=graph.params[fp8])
     dropped_ops = {op["op_id"] for s, p, v in found for op in (p, v)}
     dropped_tensors = {t for s, p, _v in found for t in (s["output"], p["output"])}
     fused = {}
