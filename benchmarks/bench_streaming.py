@@ -26,14 +26,19 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
 import polars as pl
 
 import toolkit
 from benchmarks._results import write_section
+from toolkit.costs import cycles
 from toolkit.graph.presets import get_workload
+from toolkit.layout.cost import amp_cycles
+from toolkit.layout.streaming import key_blocks
 from toolkit.pipeline import phase_cycles
 from toolkit.profile import crop
 from toolkit.report import hardware_program, hardware_programs
+from toolkit.target import ipu21, with_kernel_build
 
 #: the toolkit/data/hardware_programs.csv rows of the two figures: the same program in each form
 FIGURES = {"materialized": "siglip-attention-benchmark/shared-rows",
@@ -104,12 +109,51 @@ def decomposition(mat: toolkit.Compilation, st: toolkit.Compilation) -> str:
     return "\n".join(lines)
 
 
+def kernels() -> str:
+    """One cell's attention kernels (8 query rows of one head, 72 wide, 729 keys), each form, each kernel cohort:
+    where the streaming form's compute goes (no compile; the cost rules alone)."""
+    rows = np.array([8])
+    lines = ["| kernel cohort | form | QK products | softmax | PV products | merge | total |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for build in ("2026-09-07", "current"):
+        t = with_kernel_build(ipu21(), build)
+        launch = t.costs.launch_cycles
+
+        def amp(c: int, k: int, t=t) -> int:
+            return int(amp_cycles(rows, np.array([c]), np.array([k]), t, weight_class="interleaved")[0][0])
+
+        def kernel(name: str, cols: int, padded: int | None = None, t=t, launch=launch) -> int:
+            return int(cycles(name, t, rows=rows, cols=cols, padded=padded)[0]) + launch
+
+        widths = np.diff(key_blocks(729, 64))
+        merges = [kernel("merge_first" if j == 0 else "merge_last" if j == len(widths) - 1 else "merge_update", 72)
+                  for j in range(len(widths))]
+        streamed = (sum(amp(int(w), 72) for w in widths), sum(kernel("softmax", int(w), 64) for w in widths),
+                    sum(amp(72, int(w)) for w in widths), sum(merges))
+        whole = (amp(729, 72), kernel("softmax", 729, 768), amp(72, 729), kernel("merge", 72))
+        for form, parts in (("materialized", whole), ("streaming (12 blocks of 64)", streamed)):
+            lines.append(f"| {build} | {form} | " + " | ".join(f"{x:,}" for x in parts) + f" | {sum(parts):,} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--no-check", action="store_true", help="skip the functional check")
     ap.add_argument("--vit-layers", type=int, default=0, help="also compile the ViT with this many layers")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--kernels-only", action="store_true", help="only the per-cell kernel breakdown (no compile)")
     args = ap.parse_args()
+    if args.kernels_only:
+        body = ("One cell of `siglip-attention-benchmark` (8 query rows of one head of 72, 729 keys), cycles of each "
+                "kernel kind with its launch, from the cost rules alone (`toolkit.costs`, "
+                "`toolkit.layout.streaming.stream_cycles`' parts), in the 2026-09-07 kernel cohort the hardware's "
+                "two runs used and in today's. The streaming form's extra compute is the per-block merges "
+                "(ipu-stack kernel/cost.rs fixtures) and the per-block softmax launches; its AMP work is about the "
+                "materialized form's.\n\n" + kernels())
+        print(body)
+        if not args.no_write:
+            write_section("streaming-kernels", body)
+        return
     name = "siglip-attention-benchmark"
     rows, comps = [], {}
     hw = {form: figure(form) for form in FIGURES}
