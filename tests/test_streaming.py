@@ -137,3 +137,13 @@ def test_ipu_stack_command_names_the_flash_strategy():
     args, _warnings = ipu_stack_args(g.params, "attention", g.ops.to_dicts(), (), "interleaved", -4)
     assert "--attention-strategy" in args and args[args.index("--attention-strategy") + 1] == "flash"
     assert "--fuse-qkv" in args
+
+
+def test_each_form_finds_its_own_hardware_figure():
+    from toolkit.report import hardware_figure, hardware_program, hardware_programs
+    hw = hardware_programs()
+    for workload, cycles_ in (("siglip-attention-benchmark/shared-rows", 320_256),
+                              ("siglip-attention-benchmark/streaming", 355_320)):
+        preset, overrides, options = hardware_program(hw.filter(pl.col("workload") == workload).row(0, named=True))
+        params = build_graph(preset, **overrides).params
+        assert hardware_figure(preset, Options(**options), params)["hardware_cycles"] == cycles_
