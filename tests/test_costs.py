@@ -48,9 +48,11 @@ def test_every_kernel_kind_has_a_measured_row(kernel) -> None:
     # the cast is derived from the paced copy; the unpack's one hardware figure is a phase saving (test_unpack.py);
     # the merge's figures are ipu-stack's kernel cost fixtures (test_the_attention_merge_follows_its_fixtures); the
     # rearrangements' one hardware figure is a compute round's difference (test_the_operand_rearrangements_...)
+    # the streaming merges' figures are the same fixtures (test_streaming.test_merge_costs_match_ipu_stack_fixtures)
     # the packed cast's one figure is a PV cast of ipu-stack's FP8 attention (test_the_packed_product_cast_...)
     assert kernel in set(measured()["kernel"]) or kernel in ("cast", "unpack", "merge", "rearrange_left",
-                                                              "rearrange_right", "cast_packed")
+                                                              "rearrange_right", "cast_packed", "merge_first",
+                                                              "merge_update", "merge_last")
 
 
 def test_the_packed_product_cast_follows_the_measured_pv_cast() -> None:

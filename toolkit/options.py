@@ -34,6 +34,11 @@ PRODUCT_DTYPES = ("f16", "f8_143")
 #: where an FP8 product's operands are cast: at the producer (the Q/K projection or the softmax stores F143) or
 #: at the consumer (the product casts the FP16 panel it received); ipu-stack docs/FP8_QK_FULL_MODEL_2026_09_13.md
 PRODUCT_CASTS = ("early", "late")
+#: how attention is computed: the whole scores matrix, softmax, values (materialized), or FlashAttention-style over
+#: key blocks with a running max and sum in F32 state (streaming; ipu-stack's --attention-strategy flash)
+ATTENTION_FORMS = ("materialized", "streaming")
+#: the AMP's 16-column panel: a key block of the streaming form is a whole number of them
+KEY_BLOCK_QUANTUM = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +74,8 @@ class Options:
     partials: str = "f16"                      # inner-split partials: f16 (the hardware's) | f32
     qk_preparation: str = "grouped"            # QK_PREPARATIONS: swapped Q / K unpacks grouped | separate
     attention_products: str | None = None      # ATTENTION_PRODUCTS: the products on grids (None: searched)
+    attention: str = "materialized"            # ATTENTION_FORMS: materialized | streaming (key blocks, F32 state)
+    key_block: int = 64                        # keys per streaming block (a positive multiple of 16; ipu-stack: 64)
     kernel_build: str = "current"              # target.KERNEL_BUILDS: whose kernel costs (an older ipu-stack cohort)
     stream_weights: str | None = None          # LayerNorm parameters: resident | gathered (None: searched where
                                                # the graph repeats, resident otherwise)
@@ -101,6 +108,7 @@ class Options:
             msg = f"option partials={self.partials!r} must be one of {PARTIALS} (FP16 is what the hardware writes)"
             raise OptionError(msg, field="partials", value=self.partials)
         self._check_attention()
+        self._check_streaming()
         if self.stream_weights is not None and self.stream_weights not in STREAM_WEIGHTS:
             msg = (f"option stream_weights={self.stream_weights!r} must be one of {STREAM_WEIGHTS} "
                    f"(or None to search it)")
@@ -139,6 +147,28 @@ class Options:
             msg = (f"option attention_products={self.attention_products!r} must be one of {ATTENTION_PRODUCTS} "
                    f"(ipu-stack's --attention-products: which of the scores and values products run on a grid of "
                    f"their own), or None to search")
+            raise OptionError(msg, field="attention_products", value=self.attention_products)
+
+    def _check_streaming(self) -> None:
+        if self.attention not in ATTENTION_FORMS:
+            msg = (f"option attention={self.attention!r} must be one of {ATTENTION_FORMS}: the whole scores matrix, "
+                   f"or key blocks with a running max and sum (FlashAttention)")
+            raise OptionError(msg, field="attention", value=self.attention)
+        kb = self.key_block
+        if isinstance(kb, bool) or not isinstance(kb, int) or kb <= 0 or kb % KEY_BLOCK_QUANTUM:
+            msg = (f"option key_block={kb!r} must be a positive multiple of {KEY_BLOCK_QUANTUM} keys (the AMP's "
+                   f"16-column panel), e.g. 64 (ipu-stack's streaming block)")
+            raise OptionError(msg, field="key_block", value=kb)
+        fp8 = next((f"{x}_dtype" for x in ("qk", "pv") if getattr(self, f"{x}_dtype") != "f16"), None)
+        if self.attention == "streaming" and fp8 is not None:
+            msg = (f"option {fp8}={getattr(self, fp8)!r} runs an attention product on the FP8 AMP, but "
+                   f"attention='streaming' runs both products FP16 (ipu-stack's flash stages take FP16 inputs); "
+                   f"leave {fp8}='f16' or use attention='materialized'")
+            raise OptionError(msg, field=fp8, value=getattr(self, fp8))
+        if self.attention == "streaming" and self.attention_products not in (None, "shared-rows"):
+            msg = (f"option attention_products={self.attention_products!r} puts attention products on grids of "
+                   f"their own, but attention='streaming' streams every key block to the query-row owners "
+                   f"(shared rows); use attention_products=None or 'shared-rows', or attention='materialized'")
             raise OptionError(msg, field="attention_products", value=self.attention_products)
 
     def _check_products(self) -> None:

@@ -31,6 +31,7 @@ from toolkit.check import check
 from toolkit.errors import InfeasibleError, ModelError, OptionError
 from toolkit.exchange import Exchange, lower_exchanges, verify_exchange
 from toolkit.graph import Graph, Workload, build_graph
+from toolkit.graph.streaming import stream_attention
 from toolkit.layout import LayoutResult
 from toolkit.layout.applicability import check_applicability
 from toolkit.layout.finalists import Finalist, choose_finalist
@@ -260,6 +261,8 @@ def compile(
     clock = _Clock(progress)
     with clock("graph"):
         graph = checked_graph(workload, opts)
+        if opts.attention == "streaming":   # every attention as key blocks with F32 state (graph.streaming)
+            graph = stream_attention(graph, opts.key_block)
         check_fits_machine(graph, target)
     with clock("layout"):
         searched = search_tile_counts(graph, target, opts)

@@ -144,7 +144,8 @@ def _same_graph(workload: str, options: Any, params: dict | None) -> bool:
 #: compile options that change the program a figure's options express (beside the graph's weight format)
 PROGRAM_OPTIONS = ("plans", "plan_search", "row_block", "stream_block", "row_shard", "panel_groups", "inner_split",
                    "inner_block", "weight_class", "fused_qkv", "partials", "stream_weights", "tile_mapping",
-                   "qk_dtype", "qk_cast", "pv_dtype", "pv_cast", "qk_preparation", "attention_products", "kernel_build")
+                   "qk_dtype", "qk_cast", "pv_dtype", "pv_cast", "qk_preparation", "attention_products", "kernel_build",
+                   "attention", "key_block")
 
 
 def _runs(row: dict, options: Any, params: dict) -> bool:

@@ -153,6 +153,14 @@ class Costs:
     merge_row_cycles: int = 31
     merge_panel_cycles: int = 3
     merge_pair_cycles: int = 4
+    # the streaming (FlashAttention) merges of one key block into the FP32 accumulator (ipu-stack kernel/cost.rs
+    # f16_attention_merge_cycles, its hardware-matched fixtures for 7-8 rows x 72 values: a first block 2,430, an
+    # update 3,378, the last update 3,438): 222 + 6 ceil(rows / 6) (row + (values >= 16) + 3 floor(values / 16) +
+    # pair ceil(values / 2) + final), row 27 / 34, pair 4 / 6, final 3 / 5 for a first / later block
+    merge_first_row_cycles: int = 27
+    merge_update_row_cycles: int = 34
+    merge_update_pair_cycles: int = 6
+    merge_final_cycles: int = 5
     # rearrangements of row-major FP16 rows (ipu-stack's kernel/rearrange.rs), per physical element, columns
     # padded to the 16-column micro-panel: into the AMP's left-operand order (rearrange_amp_left_f16) and into a
     # transposed-right coefficient panel (the GEMM's coefficient permutation)
@@ -214,8 +222,12 @@ def _ipu21_code_sizes() -> tuple[tuple[str, int], ...]:
         ("amp_matmul_f16", 6144), ("amp_matmul_f8", 6656), ("amp_matmul_f16_p32", 6656), ("amp_matmul_f8_p32", 7168),
         ("reduce", 1024), ("layernorm", 2304), ("add_layernorm", 2560), ("bias_gelu", 1792),
         ("gelu", 1536), ("softmax", 2048), ("add", 768), ("cast", 1024),
-        ("copy", 512), ("unpack", 512), ("merge", 512), ("rearrange_left", 512), ("rearrange_right", 512),
+        ("copy", 512), ("unpack", 512), ("merge", 512), ("merge_first", 512), ("merge_update", 512),
+        ("merge_last", 512), ("rearrange_left", 512), ("rearrange_right", 512),
         ("scale", 640),
+        # streaming attention per key block: the block softmax and the merges (its QK / PV products call the AMP
+        # code of amp_matmul_f16, which the tile's projections link): first and update / softmax and last merge
+        ("attention_stream", 2048 + 2 * 512), ("attention_stream_last", 2048 + 512),
     )
 
 

@@ -103,6 +103,41 @@ def values(ins: list[np.ndarray], ws: list, ctx: KernelContext, fp8: bool = Fals
     return _matmul(p, v, ctx, *_fp16_sums(ctx, fp8, fp32_out))[:, None]
 
 
+def attention_stream(ins: list[np.ndarray], ws: list, ctx: KernelContext, last: bool) -> np.ndarray:
+    """One key block of streaming attention (``toolkit.graph.streaming``): Q ``[n, rows, hd]``, the block's K and
+    V ``[n, keys, hd]`` and (after the first block) the FP32 state ``[n, rows, hd + 2]`` (accumulator, running
+    maximum, running sum) as ipu-stack's flash stages keep them (``kernel/attention.rs``): the QK product
+    stored FP16; the block softmax's exponentials against the block's own maximum stored FP16, its maxima and
+    sums FP32; the PV product stored FP16; the merge rescales the FP32 accumulator and sum by
+    ``exp(m_old - m_new)`` and the block's by ``exp(m_block - m_new)``. Returns the new state, or after the
+    last block the normalized output (rounded FP16 by the caller). Float64 operands (the check's local
+    reference) run the same steps without the FP16 stores."""
+    q, k, v = ins[0][:, 0], ins[1][:, 0], ins[2][:, 0]
+    hd = q.shape[-1]
+    rounds = q.dtype == np.float32   # the kernel as the tile runs it; float64: the exact local reference
+
+    def stored(x: np.ndarray) -> np.ndarray:
+        return x.astype(np.float16).astype(np.float32) if rounds else x
+
+    z = stored(np.matmul(q, np.swapaxes(k, 1, 2))) * q.dtype.type(1.0 / np.sqrt(ctx.head_dim))
+    m_b = z.max(axis=-1)
+    e = stored(np.exp(z - m_b[..., None]))
+    l_b = e.sum(axis=-1)
+    pv = stored(np.matmul(e, v))
+    if len(ins) > 3:
+        st = ins[3][:, 0]
+        acc, m, sums = st[..., :hd], st[..., hd], st[..., hd + 1]
+        m_new = np.maximum(m, m_b)
+        a, b = np.exp(m - m_new), np.exp(m_b - m_new)
+        acc = acc * a[..., None] + pv * b[..., None]
+        sums = sums * a + l_b * b
+    else:
+        acc, m_new, sums = pv, m_b, l_b
+    if last:
+        return (acc / sums[..., None])[:, None]
+    return np.concatenate([acc, m_new[..., None], sums[..., None]], axis=-1)[:, None]
+
+
 def reduce(ins: list[np.ndarray], ws: list, ctx: KernelContext) -> np.ndarray:
     """The sum of the partials in ``ins[0]``, plus the running sum ``ins[1]`` of a staged reduction's later epochs."""
     acc = np.result_type(ins[0], np.float32)
@@ -153,6 +188,8 @@ RULES: dict[str, Rule] = {
     "scores_f8_p32": lambda i, w, c: scores(i, w, c, fp8=True, fp32_out=True),
     "values_f8_p32": lambda i, w, c: values(i, w, c, fp8=True, fp32_out=True),
     "reduce": reduce,
+    "attention_stream": lambda i, w, c: attention_stream(i, w, c, last=False),
+    "attention_stream_last": lambda i, w, c: attention_stream(i, w, c, last=True),
     "layernorm": layernorm,
     "gelu": gelu,
     "softmax": softmax,

@@ -287,6 +287,14 @@ def _forward(op: dict, cur: dict[int, np.ndarray], roles: dict, shapes: dict, p:
         q = int(op["rows"])   # query rows per image (keys: t)
         o = np.matmul(probs.reshape(b, h, q, t), v)
         return o.transpose(0, 2, 1, 3).reshape(1, b * q, h * d)
+    if kind == "attention":   # streaming attention (graph.streaming): the attention it computes, measured against
+        q, k, v = _heads(op, cur, p, ("q", "k", "v"))   # the materialized program's host reference (``products``,
+        s = np.matmul(q, np.swapaxes(k, 2, 3))           # the stored semantics: scores and probabilities FP16)
+        s = s.astype(np.float16).astype(np.float64) if products else s
+        probs = softmax(s, 1.0 / np.sqrt(float(p["head_dim"])))
+        probs = probs.astype(np.float16).astype(np.float64) if products else probs
+        b, h, t, d = q.shape
+        return np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(1, b * t, h * d)
     if kind == "layernorm":
         return layernorm(acts[0], wts[0][0], wts[1][0])[None]
     if kind == "gelu":
@@ -307,7 +315,10 @@ def _heads(op: dict, cur: dict, p: dict, which: tuple[str, ...]) -> list[np.ndar
     ins = list(op["inputs"])
     out = []
     for w in which:
-        src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
+        if op["rule"] == "attention":   # streaming attention reads Q, K, V as three tensors
+            src = ins[min("qkv".index(w), len(ins) - 1)]   # fused: QKV once, or Q then KV
+        else:
+            src = (ins[0] if w == "q" else ins[-1]) if op["rule"] == "scores" else ins[1]
         x = cur[src][0]
         held = "qkv"[3 - x.shape[1] // width:]   # a fused tensor's projections in Q, K, V order (QKV, or KV)
         off = held.index(w) * width if len(held) > 1 else 0

@@ -32,6 +32,9 @@ from toolkit.check.sram import Sram, check_runs, copy_runs, rect_runs
 from toolkit.costs.kernels import IN_PLACE_KERNELS
 from toolkit.numerics import decode, encode
 
+#: activation operands a command reads at most: a streaming attention block reads Q, K, V and its FP32 state
+INPUTS = 4
+
 
 @dataclass(slots=True)
 class Tables:
@@ -41,7 +44,7 @@ class Tables:
     op_id: np.ndarray
     tile: np.ndarray
     dims: np.ndarray           # [n_cmd, 3] groups, rows, cols of the command
-    inp: np.ndarray            # [2, n_cmd] activation operand objects (-1: none)
+    inp: np.ndarray            # [INPUTS, n_cmd] activation operand objects (-1: none)
     inp_off: np.ndarray
     wts: np.ndarray            # [2, n_cmd] weight operands by op input position 1, 2 (-1: none)
     out: np.ndarray
@@ -72,11 +75,11 @@ def build_tables(schedule, graph) -> Tables:
     dims[ids] = np.stack([cmds["groups"].to_numpy(), cmds["rows"].to_numpy(), cmds["cols"].to_numpy()], 1)
 
     opr = schedule.operands.with_row_index("_row")
-    inp = np.full((2, n_cmd), -1, dtype=np.int64)
-    inp_off = np.zeros((2, n_cmd), dtype=np.int64)
+    inp = np.full((INPUTS, n_cmd), -1, dtype=np.int64)
+    inp_off = np.zeros((INPUTS, n_cmd), dtype=np.int64)
     ins = (opr.filter(pl.col("role") == "i")
            .with_columns((pl.col("_row").rank("ordinal").over("command_id") - 1).alias("_k"))
-           .filter(pl.col("_k") < 2))
+           .filter(pl.col("_k") < INPUTS))
     k = ins["_k"].to_numpy().astype(np.int64)
     inp[k, ins["command_id"].to_numpy()] = ins["object_id"].to_numpy()
     inp_off[k, ins["command_id"].to_numpy()] = ins["offset"].to_numpy()
@@ -235,7 +238,7 @@ def read_values(sram: Sram, t: Tables, objs: np.ndarray, start: np.ndarray, fmt:
     """
     bits = read_bits(sram, t, objs, start)
     tensor = int(t.otensor[objs[0]])
-    vals = element_values(bits, fmt.get(tensor, "f143"), scale[tensor])
+    vals = element_values(bits, fmt.get(tensor, "f143"), scale.get(tensor, 0))   # -1: no tensor (FP32 state)
     return bits, vals.reshape(len(objs), *t.odims[objs[0]])
 
 

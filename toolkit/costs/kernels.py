@@ -17,7 +17,8 @@ from toolkit.options import PARTIALS
 from toolkit.target import Costs, Target
 
 KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast",
-           "unpack", "merge", "rearrange_left", "rearrange_right", "cast_packed")
+           "unpack", "merge", "rearrange_left", "rearrange_right", "cast_packed", "merge_first", "merge_update",
+           "merge_last")
 #: kernels that rewrite a result in place without changing its values as the functional check holds them (an
 #: unpack or a rearrangement reorders; a merge normalizes what our softmax has already normalized)
 IN_PLACE_KERNELS = ("unpack", "merge", "rearrange_left", "rearrange_right")
@@ -280,6 +281,23 @@ def _merge(x: Cols, c: Costs) -> np.ndarray:
     return np.where(rows * cols == 0, 0, c.merge_call_cycles + 6 * _cdiv(rows, 6) * row)
 
 
+def _merge_stream(x: Cols, c: Costs, *, first: bool, last: bool) -> np.ndarray:
+    """Streaming attention's merge of one key block's PV product (``rows`` x ``cols`` values) into the FP32
+    accumulator, rescaling it by ``exp(m_old - m_new)`` (ipu-stack's AttentionMerge with ``initial`` /
+    ``final_block``, ``crates/ipu-codegen/src/kernel/cost.rs`` ``f16_attention_merge_cycles``; its
+    ``attention_row_models_match_hardware`` fixtures for 7-8 rows x 72 values: first block 2,430, update 3,378,
+    last update 3,438). ``merge_first``: a first block that is not the last; ``merge_update``; ``merge_last``
+    (the update, then the division by the running sum and the FP16 store). Six workers take whole rows:
+    ``222 + 6 ceil(rows / 6) (row + (values >= 16) + 3 floor(values / 16) + pair ceil(values / 2) + final)``.
+    """
+    rows, cols = np.asarray(x["rows"], dtype=np.int64), np.asarray(x["cols"], dtype=np.int64)
+    panels = cols // c.amp_panel_cols
+    row = (c.merge_first_row_cycles if first else c.merge_update_row_cycles) + (panels != 0) + (
+        c.merge_panel_cycles * panels) + (c.merge_pair_cycles if first else c.merge_update_pair_cycles) * _cdiv(
+        cols, 2) + (c.merge_final_cycles if last else 0)
+    return np.where(rows * cols == 0, 0, c.merge_call_cycles + 6 * _cdiv(rows, 6) * row)
+
+
 def _rearrange_left(x: Cols, c: Costs) -> np.ndarray:
     """Rearrangement of ``rows`` row-major FP16 rows of ``cols`` into the AMP's left-operand order, the
     columns zero-padded to its 16-column micro-panel: ipu-stack's ``rearrange_amp_left_f16`` worker
@@ -317,6 +335,9 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "merge": _merge,
     "rearrange_left": _rearrange_left,
     "rearrange_right": _rearrange_right,
+    "merge_first": lambda x, c: _merge_stream(x, c, first=True, last=False),
+    "merge_update": lambda x, c: _merge_stream(x, c, first=False, last=False),
+    "merge_last": lambda x, c: _merge_stream(x, c, first=False, last=True),
 }
 
 

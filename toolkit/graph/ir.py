@@ -52,6 +52,7 @@ class OpKind(StrEnum):
     ADD = "add"
     CAST = "cast"
     COPY = "copy"
+    ATTENTION = "attention"   # streaming (FlashAttention) attention of one layer: Q, K, V in, the heads' values out
 
 
 #: An op's behaviour: the key of every per-op rule table (plan, estimate, lowering, reference semantics). A
@@ -71,6 +72,7 @@ class Role(StrEnum):
 # Approximate non-matmul flops per element (used only for reporting and the roofline).
 FLOPS_PER_ELEMENT = {
     OpKind.LAYERNORM: 8, OpKind.GELU: 10, OpKind.SOFTMAX: 5, OpKind.ADD: 1, OpKind.CAST: 1, OpKind.COPY: 0,
+    OpKind.ATTENTION: 0,   # its flops are its two products' and its softmax's (toolkit.graph.streaming)
 }
 
 

@@ -30,7 +30,7 @@ from toolkit.options import ATTENTION_PRODUCTS
 
 #: ipu-stack operations per op of ours, by rule (``fused`` linear: one gemm and three slices; ``scores``: three
 #: split_heads and the flash_attention that also runs softmax and values); rules not listed count zero
-IPU_STACK_OPS = {"linear": 1, "fused": 4, "gelu": 1, "scores": 4}
+IPU_STACK_OPS = {"linear": 1, "fused": 4, "gelu": 1, "scores": 4, "attention": 4}   # attention: streamed
 #: what ipu-stack's benchmark graphs leave out, by rule (named in the emit warnings)
 NOT_IN_BENCHMARK = {"layernorm": "LayerNorm", "add": "the residual add", "cast": "FP8 casts"}
 #: the test binary that takes ``--gemm-plan-constraint`` (scripts/mlp-layout-sweep.py)
@@ -45,7 +45,9 @@ def _rule(op: dict, ops: list[dict]) -> str:
     if op["rule"] != "linear":
         return op["rule"]
     readers = {o["rule"] for o in ops if op["output"] in o["inputs"]}
-    return "fused" if {"scores", "values"} <= readers else "linear"
+    streamed = [o for o in ops if o["rule"] == "attention" and op["output"] in o["inputs"]]   # graph.streaming
+    fused = any(len(o["inputs"]) < 3 and o["inputs"][-1] == op["output"] for o in streamed)   # holds K and V
+    return "fused" if {"scores", "values"} <= readers or fused else "linear"
 
 
 def op_numbers(ops: list[dict]) -> dict[int, dict]:
@@ -167,8 +169,11 @@ def product_mode(ops: list[dict], plans: dict) -> str | None:
 
 
 def _attention_products(ops: list[dict], plans: dict[str, GemmPlan], warnings: list[str]) -> list[str]:
-    """``--attention-strategy materialized --attention-products MODE`` for the program's product ownership (its
+    """``--attention-strategy flash`` for streaming attention (ipu-stack's blocks are 64 keys), else
+    ``--attention-strategy materialized --attention-products MODE`` for the program's product ownership (its
     grids' partition counts are ipu-stack's planner's own choice: named in a warning when pinned here)."""
+    if any(op["rule"] == "attention" for op in ops):   # streaming attention (graph.streaming): 64-key blocks
+        return ["--attention-strategy", "flash"]
     mode = product_mode(ops, plans)
     if mode is None:
         return []

@@ -20,6 +20,7 @@ import polars as pl
 
 from toolkit.errors import ModelError, OptionError
 from toolkit.graph import Graph, Workload, build_graph
+from toolkit.graph.streaming import stream_attention
 from toolkit.layout.constraints import constraint_plan, read_constraint
 from toolkit.layout.gemm import GemmPlan, parse_plan
 from toolkit.layout.gemm_search import _check_fits, _check_product, linear_ops
@@ -209,7 +210,8 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
     attention-b1 / attention-fused-b1 presets) keeps it unless ``fused_qkv`` is pinned.
     """
     fused_now = bool(graph.params.get("fused_qkv", False))
-    has_attention = bool(graph.ops["rule"].is_in(["scores"]).any())
+    has_attention = bool(graph.ops["rule"].is_in(["scores", "attention"]).any())
+    streaming = graph.params.get("attention") == "streaming"   # a variant is streamed as the graph was
     searchable = has_attention and graph.params.get("search_qkv", True)
     searched = [False, True] if searchable else [fused_now]
     choices = searched if options.fused_qkv is None else [options.fused_qkv]
@@ -220,6 +222,8 @@ def _graph_variants(graph: Graph, options: Options) -> dict[bool, Graph]:
         else:
             try:
                 out[f] = _in_form(graph, f)
+                if streaming:
+                    out[f] = stream_attention(out[f], int(graph.params["key_block"]))
             except ModelError:   # a form the graph cannot take (mixed early casts of fused QKV): searched only
                 if options.fused_qkv is not None:
                     raise

@@ -39,6 +39,7 @@ from toolkit.layout.mapping import map_plans
 from toolkit.layout.preparation import UNPACKED, qk_preparation, transposed_results
 from toolkit.layout.reduction import REDUCE_SLICE_MIN_COLS, reduce_slices
 from toolkit.layout.stores import gathered_store, stream_store
+from toolkit.layout.streaming import streaming_plan
 
 AMP_GROUP = 16
 
@@ -117,6 +118,7 @@ class OpPlan:
                                      # then routed to the product's cells from there (attention.operand_panels)
     prep_kernel: str = ""
     prep_sources: int = 0            # the most remote source pieces one panel owner receives (its receive cutovers)
+    key_block: int = 0               # a streaming attention's keys per block (layout.streaming; 0: not one)
 
 
 def stream_layout(rows_bounds: np.ndarray, shape: tuple[int, int, int], homes: np.ndarray) -> Layout:
@@ -273,6 +275,8 @@ def _op_key(op: dict, tensors: dict, p: LayoutParams, key_of: dict, prep: dict |
         if gemm is not None:
             return ("gemm", gemm, p.partials, (prep or {}).get(op["output"], UNPACKED))
         return ("linear", p.row_block, p.row_shard, p.inner_split, p.panel_groups, p.partials)
+    if kind == "attention":   # streaming attention: the shared-row grid, its key blocks (layout.streaming)
+        return ("streaming", p.row_block, tuple(key_of.get(t) for t in ins))
     if kind == "matmul":   # an attention product: its operands' producers decide their preparation
         return ("attention", p.row_block, p.plan_of(op["name"]),
                 tuple((t in transposed, key_of.get(t)) for t in ins))
@@ -372,11 +376,7 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
             continue
         if kind == "matmul" and wts:
             rows_b = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)[0]
-            span, later, shift = prep.get(out, UNPACKED)
-            plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, out, p, rows_b, tiles,
-                               PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]), root_shift=shift)
-            if span is not None:
-                plan = OpPlan(**{**_fields(plan), "unpack": span, "unpack_later": later})
+            plan = _linear(op, acts, wts, tensors, p, rows_b, tiles, prep.get(out, UNPACKED))
         elif kind == "matmul":   # queries: the op's rows; keys: the scores' columns, the values' inner
             tokens, keys = int(op["rows"]), int(op["cols"] if op["rule"] == "scores" else op["inner"])
             heads = int(op["groups"]) // batch
@@ -437,6 +437,9 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
                                         K_PANEL_ROWS if kv == "k" else keys, AMP_PANEL_COLS, tiles)
                 plan = OpPlan(**{**_fields(plan), "prep_kernel": "rearrange_right" if kv == "k" else "",
                                  "prep": panels, "prep_sources": remote_sources(layout_of[src[kv]], panels)})
+        elif kind == "attention":   # streaming attention (graph.streaming): Q, K, V in, the heads' values out
+            plan = OpPlan(**streaming_plan(op, acts, lambda t: _tensor3(tensors, t), batch, p.row_block, tiles,
+                                           int(params.get("key_block") or 64), _tensor3(tensors, out)))
         elif kind in ("layernorm", "add"):
             _rb, stream_bounds, homes, _ci = _row_geometry(batch, int(op["rows"]) // batch, p, tiles, geometry)
             plan = _stream_plan(op, tensors, acts, wts, stream_bounds, homes, p)
@@ -459,6 +462,17 @@ def plan_graph(ops: list[dict], tensors: dict[int, dict], params: dict, p: Layou
         layout_of[out] = plan.output
         plans.append(_with_inputs(plan, fresh, tensors, layout_of))
     return map_plans(plans, p.tile_mapping)
+
+
+def _linear(op: dict, acts: list[int], wts: list[int], tensors: dict, p: LayoutParams, rows_b: np.ndarray,
+            tiles: int, prep: tuple) -> OpPlan:
+    """A linear op's plan, with the unpack span of a swapped projection read by an attention (``prep``)."""
+    span, later, shift = prep
+    plan = linear_plan(op, acts[0], wts[0], wts[1] if len(wts) > 1 else None, op["output"], p, rows_b, tiles,
+                       PRECISION[tensors[wts[0]]["dtype"]], p.plan_of(op["name"]), root_shift=shift)
+    if span is not None:
+        plan = OpPlan(**{**_fields(plan), "unpack": span, "unpack_later": later})
+    return plan
 
 
 def _with_inputs(plan: OpPlan, fresh: list[int], tensors: dict, layout_of: dict[int, Layout]) -> OpPlan:

@@ -32,14 +32,18 @@ def qk_preparation(ops: list[dict], tensors: dict, p: LayoutParams, batch: int) 
     spans: dict[int, list[tuple[int, int]]] = {}
     pairs = []
     for i, op in enumerate(ops):
-        if op["rule"] != "scores":
+        if op["rule"] not in ("scores", "attention"):
             continue
         acts = [t for t in op["inputs"] if tensors[t]["role"] in ("input", "activation", "output")]
-        values = next((o for o in ops[i + 1:] if o["rule"] == "values"), None)
-        v = ([t for t in values["inputs"] if tensors[t]["role"] in ("input", "activation", "output")][-1]
-             if values is not None else None)
-        src = {"q": acts[0], "k": acts[-1], "v": v}
-        width = int(op["groups"]) // batch * int(op["inner"])
+        if op["rule"] == "attention":   # streaming attention (graph.streaming) reads Q, K, V; its QK reads Q and K
+            src = dict(zip("qkv", [acts[0], acts[min(1, len(acts) - 1)], acts[-1]], strict=True))   # as row-major
+            hd = int(op["cols"])                                                                   # rows too
+        else:
+            values = next((o for o in ops[i + 1:] if o["rule"] == "values"), None)
+            v = ([t for t in values["inputs"] if tensors[t]["role"] in ("input", "activation", "output")][-1]
+                 if values is not None else None)
+            src, hd = {"q": acts[0], "k": acts[-1], "v": v}, int(op["inner"])
+        width = int(op["groups"]) // batch * hd
         for role in "qk":
             t = src[role]
             gemm = p.plan_of(producer[t]["name"]) if t in producer else None

@@ -21,6 +21,7 @@ from toolkit.layout.layout import Layout, chunk_overlaps
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
 from toolkit.layout.reduction import staged_moves
 from toolkit.layout.screen import op_estimate
+from toolkit.layout.streaming import need_tensor
 from toolkit.target import Target
 
 
@@ -59,7 +60,7 @@ def refine(ops: list[dict], tensors: dict, reps: dict, params: dict, p: LayoutPa
             layout_of.setdefault(t, lay)
             inputs.add(t)
         for t, need in plan.needs.items():
-            tensor = t if t >= 0 else -t - 1
+            tensor = need_tensor(t)
             src = layout_of.setdefault(tensor, need)
             if need.same_as(src) and (need.replicas == 1 or tensor in inputs):   # inputs: one object per slot
                 continue

@@ -47,6 +47,7 @@ from toolkit.layout.layout import Layout
 from toolkit.layout.plans import LayoutParams, OpPlan, plan_graph
 from toolkit.layout.preparation import unpack_chunks
 from toolkit.layout.reduction import staged_sender_pieces
+from toolkit.layout.streaming import stream_estimate
 from toolkit.options import WEIGHT_CLASSES
 from toolkit.target import Target
 
@@ -296,6 +297,13 @@ def _per_cell(layout: Layout, values: np.ndarray, n_cells: int) -> np.ndarray:
 def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutParams, target: Target,
                  tiles: int) -> dict:
     """Cycles and per-tile bytes of one op (cached by the caller on the plan key)."""
+    if plan.rule == "attention":   # streaming attention: its key blocks (layout.streaming)
+        est = stream_estimate(plan, tensors, target, tiles)
+        out_b = DTYPE_BYTES[tensors[op["output"]]["dtype"]]
+        est["out"] = np.bincount(plan.output.tiles.ravel().clip(0), weights=_slot_bytes(plan.output, out_b),
+                                 minlength=tiles).astype(np.int64)
+        est["weights"] = est["inter"] = np.zeros(tiles, dtype=np.int64)
+        return est
     n = len(plan.cell_tiles)
     wave = plan.cell_wave if plan.cell_wave is not None else np.zeros(n, dtype=np.int64)
     n_w = int(wave.max()) + 1

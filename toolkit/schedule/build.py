@@ -41,6 +41,7 @@ from toolkit.layout.preparation import unpack_chunks
 from toolkit.schedule.program import PREAMBLE, Program
 from toolkit.schedule.program import slot_of_cell as _slot_of_cell
 from toolkit.schedule.reduce import reduce_scatter
+from toolkit.schedule.streaming import build_streaming
 from toolkit.target import Target
 
 
@@ -96,6 +97,12 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
                 slots = np.nonzero(lay.tiles.ravel() >= 0)[0]
                 objs_of[tensor] = prog.new_objects(lay, slots, tensor, "activation", 0)
         inputs.update(plan.inputs)
+        if plan.rule == "attention":   # streaming attention: one exchange and compute round per key block
+            objs_of[op["output"]] = build_streaming(prog, op, plan, layout_of, objs_of, inputs)
+            layout_of[op["output"]] = plan.output
+            if carried and op["op_id"] in carried:
+                _carry(prog, op, plan, *carried[op["op_id"]], layout_of, objs_of)
+            continue
         src_of = {plan.coefficient: _prepare(prog, op, plan, layout_of, objs_of)} if plan.prep is not None else {}
         routes = _routes(plan, layout_of, waves, inputs, src_of)
         out_slot = _slot_of_cell(plan.output, n_cells)
