@@ -63,6 +63,8 @@ OPTION_CASES: dict[str, tuple[dict, set[str], set[str]]] = {
     "partials": ({"partials": "f32"}, set(), set()),
     "qk_preparation": ({"qk_preparation": "separate"}, MLPS, set()),
     "attention_products": ({"attention_products": "independent"}, MLPS, set()),
+    "attention": ({"attention": "streaming"}, MLPS, set()),
+    "key_block": ({"key_block": 32}, MLPS, set(GRAPHS) - MLPS),   # without attention="streaming" it does nothing
     "kernel_build": ({"kernel_build": "2026-09-06"}, set(), set()),
     "stream_weights": ({"stream_weights": "gathered"}, F16, set()),
     "simulate": ({"simulate": False}, set(), set()),

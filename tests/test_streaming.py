@@ -37,8 +37,12 @@ def test_options_validate_attention_and_key_block():
 
 
 def test_streaming_refused_by_name_without_attention():
-    with pytest.raises(ModelError, match="attention='streaming' applies to attention, but workload 'mlp-small-repeat'"):
+    with pytest.raises(OptionError, match="attention='streaming' changes nothing: workload 'mlp-small-repeat' has "
+                                          "no attention") as err:   # refused before any work (layout.applicability)
         toolkit.compile("mlp-small-repeat", options={"attention": "streaming"})
+    assert err.value.field == "attention"
+    with pytest.raises(ModelError, match="attention='streaming' applies to attention, but workload 'mlp-small-rep"):
+        stream_attention(build_graph("mlp-small-repeat"), 64)   # the graph pass names it too
 
 
 def test_graph_pass_keeps_a_fused_qkv_tensor_once():

@@ -138,6 +138,11 @@ OPTIONS: dict[str, Applies] = {
     "partials": Applies("the precision of split-inner partial sums", (Feature.MATMUL,), _partials_idle),
     "qk_preparation": Applies("how swapped Q / K results are unpacked for the scores", (Feature.ATTENTION,)),
     "attention_products": Applies("which attention products run on grids of their own", (Feature.ATTENTION,)),
+    "attention": Applies("the attention form: materialized scores, or key blocks streamed with F32 state",
+                         (Feature.ATTENTION,)),
+    "key_block": Applies("the streaming attention's keys per block", (Feature.ATTENTION,), lambda v, o, p, f: (
+        "key blocks are the streaming form's, and attention='materialized'" if o.attention != "streaming"
+        else None)),
     "kernel_build": Applies("whose kernel costs"),
     "stream_weights": Applies("how LayerNorm parameters are kept", (Feature.LAYERNORM,), _stream_weights_idle),
     "simulate": Applies("whether a cycle profile is simulated"),
@@ -184,7 +189,7 @@ def graph_features(graph: Graph) -> frozenset[Feature]:
     out = {
         Feature.MATMUL: "matmul" in kinds,
         Feature.LINEAR: "linear" in rules,
-        Feature.ATTENTION: "scores" in rules,
+        Feature.ATTENTION: bool(rules & {"scores", "attention"}),
         Feature.FP8_WEIGHTS: bool(fp8),
         Feature.CAST_PRODUCER: bool(fp8_inputs & producers),
         Feature.LAYERNORM: "layernorm" in kinds,
