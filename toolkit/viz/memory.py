@@ -115,9 +115,9 @@ def occupancy_heatmap(
         alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
         alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
         alt.Tooltip("peak_event:Q", title="event of peak"),
-        alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak", format=","),
-        alt.Tooltip("largest_free_at_peak_bytes:Q", title="largest free span at the peak", format=","),
-        alt.Tooltip("min_largest_free_bytes:Q", title="smallest largest free span", format=","),
+        alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak (B)", format=","),
+        alt.Tooltip("largest_free_at_peak_bytes:Q", title="largest free span at the peak (B)", format=","),
+        alt.Tooltip("min_largest_free_bytes:Q", title="smallest largest free span (B)", format=","),
         alt.Tooltip("row:Q", title="chip row"), alt.Tooltip("column:Q", title="chip column"),
     ]
     stroke: Any = alt.value("white")
@@ -162,14 +162,33 @@ _HEAT_TITLES = {"fraction": "peak {column} per tile", "headroom": "free bytes at
                 "largest_free": "smallest largest free span per tile (fragmentation)"}
 
 
+#: the heat maps that colour bytes (headroom, largest free span) clip their colour scale to these percentiles of the
+#: tiles' values: one near-empty row of tiles would otherwise stretch the scale and paint the rest one colour
+ROBUST_PERCENTILES = (5, 95)
+
+
+def robust_domain(values: pl.Series, percentiles: tuple[int, int] = ROBUST_PERCENTILES) -> list[int]:
+    """``[low, high]``: the ``percentiles`` of ``values`` (nulls left out), widened to the full range when the
+    two meet (a chip of near-equal tiles keeps its spread), at least one byte wide."""
+    v = values.drop_nulls()
+    if v.len() == 0:
+        return [0, 1]
+    low, high = (int(v.quantile(p / 100, "nearest")) for p in percentiles)
+    if low >= high:
+        low, high = int(v.min()), int(v.max())
+    return [low, max(high, low + 1)]
+
+
 def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
     if color == "fraction":
         return alt.Color("fraction:Q", title="peak / capacity", scale=alt.Scale(scheme="viridis", domain=[0.0, top]))
-    field, title = (("headroom_bytes", "free bytes at peak") if color == "headroom" else
+    field, title = (("headroom_bytes", "free bytes at peak (B)") if color == "headroom" else
                     ("min_largest_free_bytes", "largest free span (B)"))
-    low, high = peaks.select(pl.col(field).min().alias("low"), pl.col(field).max().alias("high")).row(0)
-    domain = [int(low or 0), int(high or 0)]   # over the tiles' own range: near-equal tiles stay apart
-    return alt.Color(f"{field}:Q", title=title, scale=alt.Scale(scheme="viridis", domain=domain))
+    low, high = ROBUST_PERCENTILES
+    # over the tiles' own spread, clipped to percentiles (clamped: tiles beyond take the end colours), as the
+    # legend says: near-equal tiles stay apart and a near-empty row does not flatten the rest
+    return alt.Color(f"{field}:Q", title=[title, f"colour clipped to the {low}th-{high}th percentile"],
+                     scale=alt.Scale(scheme="viridis", domain=robust_domain(peaks[field]), clamp=True))
 
 
 # -- one tile -----------------------------------------------------------------------
@@ -190,6 +209,8 @@ def memory_map(
         msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
         raise OptionError(msg, field="color", value=color)
     placed = _placed(objects, placement, tile)
+    if color == "region":   # a region is named by what its elements are ("region 1 (interleaved)"), not "1"
+        placed = placed.with_columns(region_labels(target).alias("region"))
     _guard(placed.height, max_rows, f"memory_map of tile {tile} has {placed.height} placed objects")
     y_scale = alt.Scale(domain=[target.memory_start, target.memory_end], nice=False, zero=False)
     events = max(events or 0, event_count(objects, occupancy))
@@ -239,6 +260,14 @@ def memory_map(
             x=alt.X("middle:Q", scale=x_scale), tooltip=["label:N"]))
         title += f"; peak {peak[1]:,} B at event {peak[0]}"
     return alt.LayerChart(layer=layers, width=640, height=480, title=title)
+
+
+def region_labels(target: Target, column: str = "region") -> pl.Expr:
+    """``column`` (a region number) as a reader should see it: ``"region 0 (standard)"``, ``"region 1
+    (interleaved)"``, from the target's regions."""
+    names = {int(r): f"region {r} ({'interleaved' if i else 'standard'})"
+             for r, i in target.regions().select("region", "interleaved").iter_rows()}
+    return pl.col(column).replace_strict(names, default=pl.format("region {}", pl.col(column)), return_dtype=pl.String)
 
 
 #: the peak breakdown's two panels and the longest object label drawn, in pixels: with the class legend they fit
