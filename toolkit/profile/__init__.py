@@ -13,7 +13,13 @@ into our SRAM frames (:func:`read_memory_profile`).
 from toolkit.profile.capnp_io import read_capnp, write_capnp
 from toolkit.profile.categories import CATEGORIES, TIMELINE_SCHEMA, category_cycles, timeline_categories
 from toolkit.profile.crop import CROP_SCHEMA, Crop, crop
-from toolkit.profile.memory_profile import MemoryProfile, read_memory_profile, synthetic_memory_profile
+from toolkit.profile.memory_profile import (
+    MemoryProfile,
+    compilation_memory_profile,
+    read_memory_profile,
+    synthetic_memory_profile,
+    write_memory_profile,
+)
 from toolkit.profile.model import Profile, wrap_delta
 from toolkit.profile.parquet_io import read_parquet, read_profile, write_parquet
 from toolkit.profile.perfetto import export_perfetto
@@ -52,6 +58,7 @@ __all__ = [
     "barriers",
     "category_cycles",
     "compare",
+    "compilation_memory_profile",
     "crop",
     "export_perfetto",
     "idle",
@@ -69,5 +76,6 @@ __all__ = [
     "timeline_categories",
     "wrap_delta",
     "write_capnp",
+    "write_memory_profile",
     "write_parquet",
 ]

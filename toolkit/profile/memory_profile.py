@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -353,5 +354,26 @@ def synthetic_memory_profile(objects: pl.DataFrame, tiles: int, *, scope: str = 
             "timeline": {"values": values, "steps": step_rows}}
 
 
-__all__ = ["MEMORY_PROFILE_LIMIT", "STEPS_SCHEMA", "VERSIONS", "MemoryProfile", "parse_memory_profile",
-           "read_memory_profile", "synthetic_memory_profile"]
+def write_memory_profile(doc: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a memory profile document (:func:`synthetic_memory_profile`'s) as JSON, through a temporary
+    sibling (no half-written file); returns the path."""
+    import json
+
+    from toolkit.files.write import atomic_write
+    return atomic_write(path, lambda tmp: tmp.write_text(json.dumps(doc)))
+
+
+def compilation_memory_profile(compilation: Any, path: str | os.PathLike[str]) -> MemoryProfile:
+    """The **synthetic** memory profile of ``compilation`` (a :class:`toolkit.pipeline.Compilation`): its
+    schedule's and package's objects as a version-3 document (:func:`synthetic_memory_profile`, budget the
+    target's loadable bytes) written to ``path`` and read back as a real report is, for a view that shows a
+    memory profile beside our placement of the same program when no report of the real compiler is at hand."""
+    target = compilation.target
+    every = pl.concat([compilation.schedule.objects, compilation.package.objects], how="vertical_relaxed")
+    doc = synthetic_memory_profile(every, target.tiles, scope=f"synthetic from toolkit's objects of "
+                                   f"{compilation.workload}", budget_bytes=target.load_limit - target.memory_start)
+    return read_memory_profile(write_memory_profile(doc, path))
+
+
+__all__ = ["MEMORY_PROFILE_LIMIT", "STEPS_SCHEMA", "VERSIONS", "MemoryProfile", "compilation_memory_profile",
+           "parse_memory_profile", "read_memory_profile", "synthetic_memory_profile", "write_memory_profile"]

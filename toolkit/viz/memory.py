@@ -93,12 +93,14 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
 def occupancy_heatmap(
     occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes", color: str = "fraction",
     failures: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
+    pick: str | None = "picked_tile",
 ) -> alt.Chart:
     """Every tile on the chip grid (``target.grid_columns`` per row), coloured by peak ``value`` /
     capacity. ``value`` is an occupancy byte column (``live_bytes``, ``standard_bytes``,
     ``interleaved_bytes``, ``region0_bytes``, ``region1_bytes``; a ``peak_`` prefix is accepted).
     Tiles with rows in ``failures`` (FAILURES_SCHEMA) get a red outline and their first
-    failure's reason in the tooltip. Clicking a cell selects the tile (selection ``picked_tile``).
+    failure's reason in the tooltip. Clicking a cell selects the tile (selection ``pick``, default
+    ``picked_tile``; None: no selection, as side-by-side maps need).
     ``color="headroom"`` colours the free bytes at each tile's peak over the range the tiles span,
     so near-equal tiles (92.5 % against 92.6 %) are told apart; ``color="largest_free"`` colours
     the smallest largest free span over events (fragmentation: the biggest object that still fits
@@ -133,10 +135,10 @@ def occupancy_heatmap(
         stroke_width = alt.condition("datum.failures > 0", alt.value(2.5), alt.value(0.6))
     _guard(peaks.height, max_rows, f"occupancy_heatmap has one row per tile ({target.tiles} tiles)")
     top = max(1.0, float(peaks.select(pl.col("fraction").max()).item() or 0.0))
-    pick = alt.selection_point(name="picked_tile", fields=["tile"], on="click")
+    selection = None if pick is None else alt.selection_point(name=pick, fields=["tile"], on="click")
     rows = -(-target.tiles // target.grid_columns)
     capacity = _capacity(target, column)
-    return (
+    chart = (
         alt.Chart(peaks)
         .mark_rect()
         .encode(
@@ -144,12 +146,14 @@ def occupancy_heatmap(
                     axis=alt.Axis(values=list(range(0, target.grid_columns, 5)), labelAngle=0)),
             y=alt.Y("row:O", title="chip row", axis=alt.Axis(values=list(range(0, rows, 4)))),
             color=_heat_color(peaks, color, top),
-            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
+            opacity=alt.value(1.0) if selection is None else alt.condition(selection, alt.value(1.0), alt.value(0.5)),
             stroke=stroke,
             strokeWidth=stroke_width,
             tooltip=tooltip,
         )
-        .add_params(pick)
+    )
+    return (
+        (chart if selection is None else chart.add_params(selection))
         .properties(
             width=target.grid_columns * cell_px, height=rows * cell_px,
             title=_HEAT_TITLES[color].format(column=column) + f": {target.tiles} tiles of {target.name}, "
@@ -189,6 +193,27 @@ def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
     # legend says: near-equal tiles stay apart and a near-empty row does not flatten the rest
     return alt.Color(f"{field}:Q", title=[title, f"colour clipped to the {low}th-{high}th percentile"],
                      scale=alt.Scale(scheme="viridis", domain=robust_domain(peaks[field]), clamp=True))
+
+
+def heatmaps_side_by_side(
+    occupancies: dict[str, pl.DataFrame], target: Target, *, value: str = "live_bytes", color: str = "fraction",
+    cell_px: int = 8, max_rows: int = DEFAULT_MAX_ROWS,
+) -> alt.HConcatChart:
+    """One chip heat map per occupancy frame (``{title: occupancy}``, e.g. our placement and an ipu-stack memory
+    profile of the same program: :func:`toolkit.profile.read_memory_profile`), side by side on one colour scale
+    (the scale spans every frame's tiles, so one colour is one number in both), each titled by its key."""
+    if not occupancies:
+        msg = "occupancies={} holds no frame to draw; pass {title: occupancy}"
+        raise OptionError(msg, field="occupancies", value={})
+    charts = [occupancy_heatmap(occ, target, value=value, color=color, cell_px=cell_px, max_rows=max_rows, pick=None)
+              for occ in occupancies.values()]
+    peaks = pl.concat([tile_peaks(occ, target, value=value).with_columns(
+        (pl.col("capacity_bytes") - pl.col("peak_bytes")).alias("headroom_bytes")) for occ in occupancies.values()])
+    top = max(1.0, float(peaks["fraction"].max() or 0.0))
+    shared = _heat_color(peaks, color, top)
+    panels = [chart.encode(color=shared).properties(title=fit_title([name, chart.title], target.grid_columns * cell_px))
+              for name, chart in zip(occupancies, charts, strict=True)]
+    return alt.hconcat(*panels).resolve_scale(color="shared")
 
 
 # -- one tile -----------------------------------------------------------------------

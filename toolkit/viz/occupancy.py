@@ -85,9 +85,12 @@ def occupancy_over_time(
     )
     what = " and ".join(VALUE_LABELS[c] for c in columns)
     title = f"{what} per event, " + (f"tile {int(occ['tile'][0])}" if one else f"max and mean over {n} tiles")
-    if not near:
+    if not near:   # said on the chart as well as in its title, in the corner where the rule would be
         title += f" (capacity {capacity:,} B, off this scale)"
-        return alt.LayerChart(layer=[lines], width=640, height=260, title=title)
+        note = pl.DataFrame({"label": [f"capacity {capacity:,} B: above this scale"]})
+        text = alt.Chart(note).mark_text(align="left", baseline="top", dx=4, dy=4, color="firebrick").encode(
+            x=alt.value(0), y=alt.value(0), text="label:N")
+        return alt.LayerChart(layer=[lines, text], width=640, height=260, title=title)
     cap = pl.DataFrame({"bytes": [capacity], "label": [f"capacity {capacity:,} B"]})
     base = alt.Chart(cap).encode(y=alt.Y("bytes:Q", scale=alt.Scale(domain=domain, nice=False)))
     rule = base.mark_rule(color="firebrick", strokeDash=[6, 3]).encode(tooltip=["label:N"])
