@@ -8,6 +8,7 @@ from toolkit.viz.memory import (  # noqa: F401
     occupancy_heatmap,
     peak_breakdown,
     tile_peaks,
+    weight_memory,
 )
 from toolkit.viz.occupancy import occupancy_over_time  # noqa: F401
 from toolkit.viz.profile import barrier_chart, compare_chart, phase_bars, residual_chart, timeline  # noqa: F401

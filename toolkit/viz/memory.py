@@ -295,6 +295,34 @@ def region_labels(target: Target, column: str = "region") -> pl.Expr:
     return pl.col(column).replace_strict(names, default=pl.format("region {}", pl.col(column)), return_dtype=pl.String)
 
 
+WEIGHT_MEMORY_SCHEMA: Schema = {
+    "name": pl.String, "class": pl.String, "region": pl.String, "tiles": pl.Int64, "objects": pl.Int64,
+    "max_tile_bytes": pl.Int64, "total_bytes": pl.Int64,
+}
+
+
+def weight_memory(objects: pl.DataFrame, placement: pl.DataFrame, target: Target) -> pl.DataFrame:
+    """Where each weight tensor lives, as its objects and their placement say (WEIGHT_MEMORY_SCHEMA): its
+    memory class, the region its objects were placed in (``"region 0 (standard)"``; ``"unplaced"`` without an
+    address), on how many tiles, the most bytes on one tile and in all. This is the weights' truth: a layout's
+    ``weight_class`` is the class the AMP reads its coefficient operand from, which for a swapped op is the
+    activation, not the weight."""
+    objs = _columns(objects, OBJECTS_SCHEMA, ("object_id", "tile", "kind", "name", "size_bytes", "class",
+                                              "repeat_count"), "objects").filter(pl.col("kind") == "weight")
+    where = _columns(placement, PLACEMENT_SCHEMA, ("object_id", "region", "stride_bytes"), "placement")
+    placed = objs.join(where.select("object_id", "region", "stride_bytes"), on="object_id", how="left")
+    labelled = placed.with_columns(
+        pl.when(pl.col("region").is_null()).then(pl.lit("unplaced"))
+        .otherwise(region_labels(target, "region")).alias("region"), _span())
+    keys = ["name", "class", "region"]
+    counts = labelled.group_by(keys).agg(pl.len().alias("objects"))
+    per_tile = labelled.group_by(*keys, "tile").agg(pl.col("span_bytes").sum())
+    return (per_tile.group_by(keys).agg(
+        pl.col("tile").n_unique().alias("tiles"), pl.col("span_bytes").max().alias("max_tile_bytes"),
+        pl.col("span_bytes").sum().alias("total_bytes"))
+        .join(counts, on=keys).sort(keys).cast(WEIGHT_MEMORY_SCHEMA).select(list(WEIGHT_MEMORY_SCHEMA)))
+
+
 #: the peak breakdown's two panels and the longest object label drawn, in pixels: with the class legend they fit
 #: a notebook's output area (1,000 px)
 PANEL_PX, LABEL_PX = 260, 190
