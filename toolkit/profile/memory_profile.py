@@ -87,8 +87,11 @@ class MemoryProfile:
     @property
     def label(self) -> str:
         """What these frames are, as a chart title says it."""
-        what = "synthetic stand-in for an " if self.synthetic else ""
-        return f"{what}ipu-stack memory profile v{self.version} ({self.scope})"
+        if self.synthetic:   # "synthetic: x" / "synthetic from x" say it once
+            rest = self.scope.removeprefix("synthetic").lstrip(": ")
+            head = f"synthetic stand-in for an ipu-stack memory profile v{self.version}"
+            return head + (f" ({rest})" if rest else "")
+        return f"ipu-stack memory profile v{self.version} ({self.scope})"
 
     def reconstructed(self) -> pl.DataFrame:
         """Per (tile, step), the live bytes summed from ``objects`` beside the file's own ``live_bytes``."""

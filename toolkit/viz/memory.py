@@ -192,7 +192,12 @@ def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
     # over the tiles' own spread, clipped to percentiles (clamped: tiles beyond take the end colours), as the
     # legend says: near-equal tiles stay apart and a near-empty row does not flatten the rest
     return alt.Color(f"{field}:Q", title=[title, f"colour clipped to the {low}th-{high}th percentile"],
-                     scale=alt.Scale(scheme="viridis", domain=robust_domain(peaks[field]), clamp=True))
+                     scale=alt.Scale(scheme="viridis", domain=robust_domain(peaks[field]), clamp=True),
+                     legend=alt.Legend(titleLimit=LEGEND_TITLE_PX))
+
+
+#: the longest legend title line drawn, in pixels (the clipping note must not be cut)
+LEGEND_TITLE_PX = 320
 
 
 def heatmaps_side_by_side(
