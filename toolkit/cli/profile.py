@@ -232,8 +232,10 @@ def phases_cmd(
     limit: LimitOpt = 40,
     as_json: JsonOpt = False,
 ) -> None:
-    """One row per phase: what ran in it (its label), on how many tiles, its span on the wall clock and
-    its cycles (of the samples the filters keep)."""
+    """One row per phase: what ran in it, on how many tiles, its span and cycles.
+
+    The label is the operation and kind holding most of the phase's cycles; the numbers are of the samples
+    the filters keep."""
     from toolkit.profile import query
 
     _limit(limit)
@@ -264,9 +266,10 @@ def barriers_cmd(
     limit: LimitOpt = 40,
     as_json: JsonOpt = False,
 ) -> None:
-    """One row per phase: who arrives last at its barrier and how long the others wait, on the shared clock.
-    The filters choose the phases (those with a sample they keep) and the tiles; the barrier is measured over
-    every sample of those tiles in those phases."""
+    """One row per phase: who arrives last at its barrier and how long the others wait.
+
+    On the shared clock. The filters choose the phases (those with a sample they keep) and the tiles; the
+    barrier is measured over every sample of those tiles in those phases."""
     import polars as pl
 
     from toolkit.profile import Crop, barriers
@@ -330,8 +333,9 @@ def inspect_cmd(
     limit: LimitOpt = 40,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per tile and phase: what the tile ran (its main kernel), its cycles by kind and how long it waited at
-    the phase's barrier (cropped cycles; waits on the shared clock). Narrow it with --tile and --phase."""
+    """Per tile and phase: the tile's main kernel, its cycles by kind and its barrier wait.
+
+    Cycles are cropped, waits on the shared clock. Narrow it with --tile and --phase."""
     from toolkit.profile import crop
 
     _limit(limit)
