@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from toolkit.profile import crop, query, synthetic_profile, timeline_categories
-from toolkit.viz import phase_bars, timeline
+from toolkit.profile import barriers, crop, query, synthetic_profile, timeline_categories
+from toolkit.viz import barrier_chart, phase_bars, timeline
 
 PROFILE = synthetic_profile(8, 10, seed=1)
 
@@ -19,6 +19,9 @@ def test_counts_in_tooltips_are_integers() -> None:
     assert tips["phase"]["format"] == "d" and "format" not in tips["wall_share"]
     tips = _tooltips(timeline(crop(PROFILE), tiles=4).to_dict())
     assert tips["tile"]["format"] == "d" and tips["duration_cycles"]["format"] == ",d"
+    spec = barrier_chart(barriers(crop(PROFILE)).phases).to_dict()
+    tips = _tooltips(spec["layer"][0])
+    assert tips["latest_tile"]["format"] == "d" and tips["phase"]["format"] == "d"
 
 
 def test_the_timeline_title_names_what_is_shown() -> None:

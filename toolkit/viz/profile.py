@@ -213,7 +213,8 @@ def barrier_chart(barriers_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS
         (pl.col("last_arrival_offset_cycles") + pl.col("after_last_arrival_cycles")).alias("exit_cycles"))
     order = data.sort("phase")["phase_label"].to_list()
     y = alt.Y("phase_label:N", sort=order, title="phase")
-    tooltip = ["phase:Q", "label:N", "latest_tile:Q", alt.Tooltip("arrival_spread_cycles:Q", format=","),
+    tooltip = [alt.Tooltip("phase:Q", format="d"), "label:N", alt.Tooltip("latest_tile:Q", format="d"),
+               alt.Tooltip("arrival_spread_cycles:Q", format=","),
                alt.Tooltip("after_last_arrival_cycles:Q", format=",")]
     spread = alt.Chart(data).mark_bar(color="#4e79a7").encode(
         x=alt.X("first_arrival_offset_cycles:Q", title="cycles from origin"), x2="last_arrival_offset_cycles:Q",
