@@ -155,3 +155,26 @@ def test_synthetic_from_our_objects_round_trips() -> None:
     live = mp.occupancy.sort("event", "tile")["live_bytes"].to_list()
     assert live == [64, 64, 64, 96, 64, 64]   # the alias (object 3) is its root's storage
     assert np.array_equal(mp.reconstructed()["objects_bytes"], mp.reconstructed()["live_bytes"])
+
+
+def test_the_memory_verb_prints_peaks_and_steps(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    runner = CliRunner()
+    path = write(tmp_path, document(2))
+    r = runner.invoke(app, ["profile", "memory", str(path)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "peaks (exchange rows included): standard 442 B" in r.stdout.replace("\n", " ")
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    r = runner.invoke(app, ["profile", "memory", str(path), "--tile", "1", "--json"])
+    rows = json.loads(r.stdout)["rows"]
+    assert [x["live_bytes"] for x in rows] == [656, 744, 256 + 80]
+    r = runner.invoke(app, ["profile", "memory", str(path), "--sort-by", "peak bytes", "--json"])
+    assert [x["step"] for x in json.loads(r.stdout)["rows"]] == [1, 0, 2]
+    r = runner.invoke(app, ["profile", "memory", str(path), "--tile", "3"])
+    assert r.exit_code == 2 and "--tile=3 is not a tile of this report (0..2)" in r.stderr
+    doc = document()
+    doc["version"] = 4
+    r = runner.invoke(app, ["profile", "memory", str(write(tmp_path, doc, "v4.json"))])
+    assert r.exit_code == 2 and "version=4" in r.stderr and "Traceback" not in r.output

@@ -347,6 +347,57 @@ def inspect_cmd(
            limit=limit, as_json=as_json, meanings=INSPECT_MEANINGS, shown=INSPECT_SHOWN)
 
 
+MEMORY_STEPS = {"step": "step", "operation": "operation", "live_roots": "live roots", "peak_tile": "peak tile",
+                "peak_bytes": "peak bytes"}
+MEMORY_TILE = {"event": "step", "standard_bytes": "standard", "interleaved_bytes": "interleaved",
+               "live_bytes": "live", "free_bytes": "free"}
+MEMORY_MEANINGS = {
+    "live roots": "allocations live at the step (aliases counted once)",
+    "peak tile": "the tile of the step's largest total (standard + interleaved, scratch included), bytes in "
+                 "peak bytes",
+    "standard": "bytes of standard-class storage on the tile at the step (interleaved: that class; live: both)",
+    "free": "the report's budget minus the live bytes",
+}
+
+
+@app.command("memory")
+def memory_cmd(
+    file: Annotated[Path, typer.Argument(help="An ipu-stack planner memory profile (JSON, version 2 or 3).")],
+    tile: Annotated[int | None, typer.Option("--tile", help="One tile's bytes per step by class.")] = None,
+    sort_by: SortOpt = None,
+    limit: LimitOpt = 40,
+    as_json: JsonOpt = False,
+) -> None:
+    """An ipu-stack memory profile: its peaks, then per step its largest tile (or one tile's bytes).
+
+    The report is the planner's per-tile estimate before address placement; version 2's standard and total
+    peaks include exchange rows, version 3's do not."""
+    from toolkit.profile import read_memory_profile
+
+    _limit(limit)
+    try:
+        mp = read_memory_profile(file)
+    except FormatError as exc:
+        fail(exc)
+    if tile is not None and not 0 <= tile < mp.tile_count:
+        fail(OptionError(f"--tile={tile} is not a tile of this report (0..{mp.tile_count - 1})", field="tile",
+                         value=tile))
+    rows, shown = (mp.steps, MEMORY_STEPS) if tile is None else (
+        mp.occupancy.filter(pl.col("tile") == tile).select(list(MEMORY_TILE)), MEMORY_TILE)
+    rows = _sorted(rows, sort_by, shown)
+    rows_note = "exchange rows included" if mp.peaks_include_exchange_rows else "tensors only; exchange rows apart"
+    peaks = ", ".join(f"{k} {v:,} B" for k, v in mp.peak.items())
+    if as_json:
+        typer.echo(json.dumps({"file": str(file), "version": mp.version, "scope": mp.scope, "tiles": mp.tile_count,
+                               "budget_bytes": mp.budget_bytes, "peak": mp.peak, "peak_steps": mp.peak_steps,
+                               "rows": rows.to_dicts()}))
+        return
+    what = f"tile {tile}'s bytes per step" if tile is not None else "each step's fullest tile"
+    _table(rows, f"{file.name}: {mp.label}, {mp.tile_count:,} tiles, budget {mp.budget_bytes:,} B; peaks "
+                 f"({rows_note}): {peaks}; {what}", limit=limit, as_json=False, meanings=MEMORY_MEANINGS,
+           shown=shown)
+
+
 @app.command("export")
 def export_cmd(
     file: FileArg,
