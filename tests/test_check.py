@@ -180,7 +180,7 @@ def test_per_instance_weight_read_is_needed(small, monkeypatch) -> None:
 @pytest.fixture(scope="module")
 def gathered() -> toolkit.Compilation:
     """Gathered weights: stored once over home tiles, moved to their users before every use, per instance."""
-    return toolkit.compile("mlp-small-repeat", options={"stream_weights": "gathered", "simulate": False,
+    return toolkit.compile("mlp-block-small-repeat", options={"stream_weights": "gathered", "simulate": False,
                                                         "plans": {"fc1": "4x16x1 gathered"}})
 
 

@@ -48,8 +48,38 @@ def test_every_kernel_kind_has_a_measured_row(kernel) -> None:
     # the cast is derived from the paced copy; the unpack's one hardware figure is a phase saving (test_unpack.py);
     # the merge's figures are ipu-stack's kernel cost fixtures (test_the_attention_merge_follows_its_fixtures); the
     # rearrangements' one hardware figure is a compute round's difference (test_the_operand_rearrangements_...)
+    # the packed cast's one figure is a PV cast of ipu-stack's FP8 attention (test_the_packed_product_cast_...)
     assert kernel in set(measured()["kernel"]) or kernel in ("cast", "unpack", "merge", "rearrange_left",
-                                                              "rearrange_right")
+                                                              "rearrange_right", "cast_packed")
+
+
+def test_the_packed_product_cast_follows_the_measured_pv_cast() -> None:
+    """An FP8 attention product casts its operands after their F16 distribution: the larger PV cast ran 6,888
+    cycles on the F16 grid's score block (ipu-stack docs/FP8_ATTENTION_AND_HOST_IO_2026_09_11.md), about three
+    times the pipelined cast rule; a 92 x 92 block prices within 5 %, and a linear's input cast keeps the paced
+    rule."""
+    from toolkit.layout.cost import cast_cycles
+    from toolkit.target import ipu21
+    t = ipu21()
+    packed = int(cast_cycles(92 * 92, t, packed=True))
+    assert abs(packed - 6_888) <= 0.05 * 6_888
+    assert int(cast_cycles(4096, t)) == 288 + 8192 // 8
+
+
+def test_a_swapped_fp8_linear_casts_its_activation_not_its_weights() -> None:
+    """A swapped product streams the (F143) weights as its left panel and reads the FP16 activation as its
+    coefficient: the activation's cast is the kernel's right-panel cast, ``inner x`` the activation's rows."""
+    from types import SimpleNamespace
+
+    from toolkit.layout.cost import amp_cycles, kernel_casts
+    from toolkit.target import ipu21
+    t = ipu21()
+    plan = SimpleNamespace(swapped=True, cast_input=True, cast_right=False, rule="linear")
+    flags = kernel_casts(plan)
+    assert flags == {"cast": False, "cast_right": True, "packed": False}
+    # kernel rows = the weights' 346 columns, kernel cols = the activation's 16 rows, inner 384
+    _, _, _, cast = amp_cycles(346, 16, 384, t, weight_class="interleaved", dtype="f8", **flags)
+    assert int(cast) == 288 + 16 * 384 * 2 // 8
 
 
 def test_the_operand_rearrangements_follow_the_measured_rounds() -> None:

@@ -66,3 +66,18 @@ def test_the_seed_figures_name_their_own_preset_with_no_options() -> None:
         preset, _, options = hardware_program(row)
         assert preset == name and options == {}
         assert PRESETS[name].weight_dtype == "f8_143" and not PRESETS[name].biases
+
+
+def test_a_rows_ipu_stack_lines_say_the_program_its_options_say() -> None:
+    """Where the table gives a program as ipu-stack's lines too, they are the lines our options write for it
+    (the program the lines build is the options' program; the bridge benchmark, bench_lines, simulates both)."""
+    from toolkit.layout.ipu_stack import member_labels, member_lines
+    rows = hardware_programs().filter(pl.col("lines") != "")
+    assert rows.height >= 14
+    for r in rows.iter_rows(named=True):
+        preset, overrides, options = hardware_program(r)
+        lines = r["lines"].split(";")
+        written, _ = member_lines(preset, options, batch=overrides["batch"])
+        assert written == [line.replace(":batch-1:", ":streamed:") for line in lines], r["workload"]
+        labels = member_labels(preset, lines, options, batch=overrides["batch"])   # and back: the same lines
+        assert member_lines(preset, {**options, "plans": labels}, batch=overrides["batch"])[0] == written

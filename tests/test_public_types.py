@@ -19,6 +19,19 @@ def small():
     return toolkit.compile("mlp-small-repeat", options={"simulate": False})
 
 
+def _features():
+    """Two programs' feature counts (toolkit.calibrate.collect), so calibrate runs without compiling."""
+    import polars as pl
+
+    from toolkit.calibrate import PARAMETERS
+    from toolkit.calibrate.collect import FEATURE_COLUMNS
+    rows = {"workload": ["a", "b"], "families": ["f", ""], "control_of": ["f", ""], "pinned": [True, False],
+            "kernel_build": ["current"] * 2, "hardware_cycles": [1000, 2000], "simulated": [990, 2100],
+            "kinds": ["k", "k"], "seconds": [0.0, 0.0], "error": [None, None], "base": [990.0, 2100.0],
+            **{p: [1.0, 2.0] for p in PARAMETERS}}
+    return pl.DataFrame(rows, schema={**FEATURE_COLUMNS, "base": pl.Float64, **{p: pl.Float64 for p in PARAMETERS}})
+
+
 def _baselines(small, tmp: Path) -> dict[str, dict]:
     from toolkit.artifacts import write_case
     case = write_case(small, tmp / "case")
@@ -26,6 +39,7 @@ def _baselines(small, tmp: Path) -> dict[str, dict]:
     target.write_text("tiles = 1472\n")
     return {
         "build_graph": {"workload": "mlp-small-repeat"},
+        "calibrate": {"features": _features()},
         "check": {"graph": small},
         "compile": {"workload": "mlp-small-repeat"},
         "ipu21": {},
@@ -61,7 +75,7 @@ def _calls(small, tmp):
 
 def test_public_callables_are_all_covered(small, tmp_path) -> None:
     public = {n for n in toolkit.__all__ if callable(getattr(toolkit, n)) and not inspect.ismodule(getattr(toolkit, n))}
-    results = {"CheckResult", "Compilation", "Graph", "Workload"}   # values the toolkit builds and returns
+    results = {"Calibration", "CheckResult", "Compilation", "Graph", "Workload"}   # values the toolkit returns
     errors = {n for n in public if n.endswith("Error")}
     assert public - results - errors == set(_baselines(small, tmp_path))
 

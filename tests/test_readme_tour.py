@@ -79,13 +79,13 @@ def test_the_historical_fp16_program_is_one_program_with_its_figures() -> None:
     text = " ".join(README.split())
     split = {"weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92", "fc2": "4x24x15/60x24"}}
     rows_fast = {"weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92 rows-fast", "fc2": "4x24x15/60x24 rows-fast"}}
-    unsplit = {"weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92", "fc2": "4x24x15"}}
+    unsplit = {"weight_dtype": "f16", "plans": {"fc1": "4x92x4/16x92", "fc2": "4x24x15/4x144"}}   # by columns
     as_ran = {"weight_dtype": "f16", "kernel_build": "2026-09-06",
               "plans": {"fc1": "4x92x4/16x92 gathered", "fc2": "4x24x15/60x24 interleaved"}}
     a, b, c, d = _simulated(split), _simulated(rows_fast), _simulated(unsplit), _simulated(as_ran)
     assert f"`4x92x4/16x92` + `4x24x15/60x24`, simulates at {a:,} cycles columns-fast and {b:,} rows-fast" in text
     assert f"measured 188,196 cycles and simulates here at {d:,} ({d / 188_196:.2f})" in text
-    assert f"(without the result split, `4x92x4/16x92` + `4x24x15`, at {c:,})" in text
+    assert f"(with fc2's partials reduced by columns instead, `4x92x4/16x92` + `4x24x15/4x144`, at {c:,})" in text
     for m in re.finditer(r"historical FP16 plan", text):   # each time, the same plans follow
         assert "`4x92x4/16x92` + `4x24x15/60x24`" in text[m.end(): m.end() + 60], text[m.start(): m.end() + 60]
 

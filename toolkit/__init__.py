@@ -6,6 +6,7 @@ Every compiler stage is a pure function returning polars DataFrames; see
 
 from toolkit import costs, report, target
 from toolkit.artifacts import load_case as load
+from toolkit.calibrate import Calibration, calibrate  # the function shadows its package, as toolkit.sweep does
 from toolkit.check import CheckResult, check  # the function shadows its module as an attribute: toolkit.check(c)
 from toolkit.errors import FormatError, InfeasibleError, InvalidIRError, ModelError, OptionError, ToolkitError
 from toolkit.graph import Graph, Workload, build_graph, workloads
@@ -25,6 +26,7 @@ from toolkit.placement import Placement as _Placement
 from toolkit.schedule import Schedule as _Schedule
 
 build_graph = _typed(build_graph)
+calibrate = _typed(calibrate)
 check = _typed(check, schedule=_Schedule | None, placement=_Placement | None, exchange=_Exchange | None)
 compile = _typed(compile, target=Target | str | None)
 ipu21 = _typed(ipu21)
@@ -38,6 +40,7 @@ workloads = _typed(workloads)
 del _typed, _Exchange, _Placement, _Schedule
 
 __all__ = [
+    "Calibration",
     "CheckResult",
     "Compilation",
     "FormatError",
@@ -52,6 +55,7 @@ __all__ = [
     "Workload",
     "__version__",
     "build_graph",
+    "calibrate",
     "check",
     "compile",
     "costs",

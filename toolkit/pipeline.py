@@ -240,6 +240,8 @@ def compile(
         searched = search_tile_counts(graph, target, opts)
     layout, (g, sched, exchange, tiles, package, placement) = choose_finalist(
         searched, lambda cid: _finalist(searched, cid, target, opts, clock))
+    from toolkit.evidence import with_evidence  # each candidate's evidence: the measured programs of its plan kinds
+    layout = with_evidence(layout, calibrated="calibrated" in opts.kernel_build or "calibrated" in target.name)
     with clock("placement"):
         images = _images(package, sched, placement, target)
     profile = None

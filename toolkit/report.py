@@ -27,6 +27,10 @@ NUMBERS_SCHEMA = {
     "quantity": pl.String, "kind": pl.String, "value": pl.Float64, "unit": pl.String,
     "vs_hardware": pl.Float64,    # value / the hardware's figure (cycles; the check's max abs error) where one exists
     "source": pl.String,
+    # the whole-program prediction's evidence (toolkit.evidence), on the simulated cycles row (the lowered
+    # estimate's without a profile): the measured programs sharing its plan kinds, or "extrapolation: ...", and
+    # its relative error band (prediction / hardware - 1) from their residuals; null on every other row
+    "evidence": pl.String, "band_low": pl.Float64, "band_high": pl.Float64,
 }
 #: ``toolkit/data/hardware_programs.csv``, the one table of the real compiler's measured programs: one row per
 #: hardware figure. ``workload`` names the figure (the seeds' case directories keep their names, others are
@@ -204,6 +208,12 @@ def numbers(c: Any, summary: pl.DataFrame | None = None) -> pl.DataFrame:
     error = (pl.col("quantity") == "max abs error") & (pl.col("kind") == "checked")
     ratio = (pl.when(cycles).then(pl.col("value") / (hw["hardware_cycles"] if hw is not None else None))
              .when(error).then(pl.col("value") / hw_err).otherwise(None))
+    from toolkit.evidence import compilation_evidence
+    ev = compilation_evidence(c)
+    kind = "simulated" if c.profile is not None else "lowered estimate"
+    on = (pl.col("quantity") == "cycles") & (pl.col("kind") == kind)
+    frame = frame.with_columns(*(pl.when(on).then(pl.lit(ev[k])).otherwise(None).alias(k)
+                                 for k in ("evidence", "band_low", "band_high")))
     return frame.with_columns(ratio.alias("vs_hardware")).cast(NUMBERS_SCHEMA).select(list(NUMBERS_SCHEMA))
 
 

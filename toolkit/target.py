@@ -132,6 +132,12 @@ class Costs:
     copy_call_cycles: int = 288
     copy_bytes_per_cycle: int = 8
     cast_bytes_per_cycle: int = 8
+    # an attention product's operand cast after its F16 distribution (FP8_ATTENTION_AND_HOST_IO_2026_09_11.md: the
+    # larger of PV's two casts ran 6,888 cycles on the F16 grid's ~92 x 92 score block, about three cycles per
+    # 64-bit group of four values, against one for the pipelined paced loop; ipu-stack's cast pipelines only when
+    # its input and output ranges sit in distinct 32 KiB groups, FP8_CAST_OVERLAP_2026_09_12.md, and a product
+    # operand is also packed into the FP8 AMP's 32-deep panels): cycles per 8 input bytes
+    cast_packed_group_cycles: int = 3
     # unpack of a swapped (transposed-left) AMP result into row-major Q / K (ipu-stack's unpack_transposed_amp_f16
     # worker, kernel/rearrange.rs): 300 + ceil(rows / 12) (100 + ceil(physical cols / 2) 90); six workers take row
     # pairs, about fifteen issue slots per two columns
@@ -327,6 +333,23 @@ KERNEL_BUILDS: dict[str, dict[str, int]] = {
                    "softmax_split_rows": 0},
     "2026-09-07": {"softmax_panel_cycles": 71, "softmax_split_rows": 0},
 }
+
+
+def _data_builds() -> dict[str, dict[str, int]]:
+    """Kernel builds stored as data, ``toolkit/data/kernel_builds/<name>.json`` (fitted by ``toolkit calibrate``,
+    :mod:`toolkit.calibrate.build`): their ``costs`` overrides, validated when a build is applied."""
+    import json
+    from importlib import resources
+    folder = resources.files("toolkit").joinpath("data", "kernel_builds")
+    if not folder.is_dir():
+        return {}
+    return {f.name.removesuffix(".json"): dict(json.loads(f.read_text())["costs"])
+            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
+
+
+#: the kernel builds stored as data (fitted cost constants), by name; they join KERNEL_BUILDS
+DATA_BUILDS = _data_builds()
+KERNEL_BUILDS.update(DATA_BUILDS)
 
 
 def with_kernel_build(target: Target, build: str) -> Target:

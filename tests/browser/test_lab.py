@@ -120,10 +120,11 @@ def chart_title(chart) -> str:
 @pytest.mark.parametrize("name", ["00-tour", "05-artifacts"])
 def test_notebook_without_explorer_runs_clean(notebook, name):
     nb = notebook(name)
-    if name == "05-artifacts":   # the committed cases are stale: their label is on screen beside their numbers
+    if name == "05-artifacts":   # the committed cases are today's; another toolkit's case is labelled on screen
         page = nb.page.locator(".jp-Notebook")
-        nb.api.expect(page).to_contain_text("stale: written before provenan", timeout=nb.left_ms())
-        nb.api.expect(page).to_contain_text("6 of 6 cases are stale", timeout=nb.left_ms())
+        nb.api.expect(page).to_contain_text("0 of 6 cases are stale", timeout=nb.left_ms())
+        nb.api.expect(page).to_contain_text("stale: compiled by toolkit 0.1.0", timeout=nb.left_ms())
+        nb.api.expect(page).to_contain_text("was our encoder block", timeout=nb.left_ms())
     assert_clean(nb)
 
 

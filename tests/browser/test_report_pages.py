@@ -19,6 +19,7 @@ from toolkit.viz.report_html import WIDTH_PX
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 CASE = ROOT / "artifacts" / "joint-placement" / "mlp-single-b1"
+LEGACY = ROOT / "artifacts" / "legacy-0.1.0" / "mlp-small-repeat"   # written by toolkit 0.1.0: stale
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
 TIMEOUT_MS = 30_000
@@ -40,7 +41,8 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     profile = read_profile(CASE / "profile.capnp.gz")
     write_report(profile_report(profile, name="profile.capnp.gz"), out / "profile.html")
     write_report(sram_report(toolkit.load(CASE), tiles=2), out / "sram.html")
-    return {"profile": out / "profile.html", "sram": out / "sram.html"}
+    write_report(sram_report(toolkit.load(LEGACY), tiles=1), out / "stale.html")
+    return {"profile": out / "profile.html", "sram": out / "sram.html", "stale": out / "stale.html"}
 
 
 def _open(page, path: Path, blocked: list[str]) -> None:
@@ -93,8 +95,11 @@ def test_reports_render_offline(reports):
             assert "free bytes at peak" in texts[0] and "chip column" in texts[0]
             assert page.locator(".chart.vega-embed > svg").nth(0).locator(".mark-rect.role-mark path").count() == 1472
             assert "placed objects" in texts[1] and "live bytes by kind" in texts[2]
-            banner = page.locator("#stale")   # the committed case is stale: its label is shown above the facts
-            assert banner.is_visible() and banner.inner_text().startswith("stale: written before provenance")
+            assert page.locator("#stale").count() == 0   # a committed case is today's: no stale label
+            _open(page, reports["stale"], blocked)
+            banner = page.locator("#stale")   # another toolkit's case: its label is shown above the facts
+            assert banner.is_visible() and banner.inner_text().startswith("stale: compiled by toolkit 0.1.0")
+            assert "'mlp-small-repeat' was our encoder block" in banner.inner_text()
             assert not errors, errors
         finally:
             browser.close()

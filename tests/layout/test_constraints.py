@@ -3,6 +3,7 @@ class, tile mappings, the emitted command, and every pinned plan its documents q
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
 
@@ -16,7 +17,7 @@ import toolkit
 from toolkit.errors import InfeasibleError, OptionError, ToolkitWarning
 from toolkit.graph.builders import mlp_block
 from toolkit.graph.presets import PRESETS
-from toolkit.layout.constraints import constraint_plan, read_constraint, write_constraint
+from toolkit.layout.constraints import constraint_plan, read_constraint, stored_weights, write_constraint
 from toolkit.layout.cost import amp_cycles
 from toolkit.layout.gemm import GemmPlan, balanced_bounds, parse_plan
 from toolkit.layout.gemm_search import _check_fits
@@ -73,10 +74,15 @@ PINNED = [
 
 def test_the_historical_lines_read_as_the_historical_plans() -> None:
     up, down = read_constraint(H_UP), read_constraint("--gemm-plan-constraint " + S_DOWN)
-    assert constraint_plan(up, 729, 4304).label() == "4x92x4/16x92 interleaved"
-    assert constraint_plan(down, 729, 1152).label() == "4x24x15/60x24 standard"
+    # the K x 1 row split is the default result grid (ipu-stack's), written as none; an interleaved normal plan
+    # with row partitions stores its weights once and gathers them, as ipu-stack builds it (stored_weights)
+    assert constraint_plan(up, 729, 4304).label() == "4x92x4 gathered interleaved"
+    assert constraint_plan(down, 729, 1152).label() == "4x24x15 standard"
+    assert constraint_plan(up, 729, 4304).result_split(46, 182) == parse_plan("4x92x4/16x92").result_split(46, 182)
+    assert parse_plan("4x92x4").result_split(46, 182) == (4, 1) and parse_plan("4x92x4 swapped").result_split(
+        46, 182) == (1, 4)
     v = constraint_plan(read_constraint("2:16x46x2:1x1:16:standard:swapped:complete:direct"), 729, 1152)
-    assert (v.m, v.n, v.k, v.orientation, v.result_split(25)) == (46, 16, 2, "swapped", (1, 1))
+    assert (v.m, v.n, v.k, v.orientation, v.result_split(25, 45)) == (46, 16, 2, "swapped", (1, 1))
     assert constraint_plan(read_constraint(_down(reduction="batch-7")), 729, 1152).staging == 7
     assert write_constraint(2, v, 729, 1152, "interleaved") == ("2:16x46x2:1x1:16:standard:swapped:complete:direct",
                                                                 [])
@@ -96,13 +102,19 @@ def test_a_plan_survives_its_line(m, n, k, rr, rc, staging, memory, orientation,
     except OptionError:
         assume(False)
     assume(m <= rows and n <= cols)
+    built = stored_weights(memory or "interleaved", orientation, m)
+    other = "gathered" if built == "resident" else "resident"
+    if m > 1:   # the store ipu-stack does not build from the line is named as lost
+        assert write_constraint(7, dataclasses.replace(plan, weights=other), rows, cols, "interleaved")[1][0] \
+            .startswith(f"weights={other}")
+    plan = dataclasses.replace(plan, weights=built)
     line, lost = write_constraint(7, plan, rows, cols, "interleaved")
     assert lost == []
     back = constraint_plan(read_constraint(line), rows, cols)
-    width = int(np.diff(balanced_bounds(cols, n)).min())
-    assert (back.m, back.n, back.k, back.staging, back.orientation, back.memory) == (
-        m, n, k, staging, orientation, memory or "interleaved")
-    assert back.result_split(width) == plan.result_split(width)
+    size = (int(np.diff(balanced_bounds(cols, n)).min()), int(np.diff(balanced_bounds(rows, m)).min()))
+    assert (back.m, back.n, back.k, back.staging, back.orientation, back.memory, back.weights) == (
+        m, n, k, staging, orientation, memory or "interleaved", built)
+    assert back.result_split(*size) == plan.result_split(*size)
     assert write_constraint(7, back, rows, cols, "standard")[0] == line   # the line is a fixed point
     assert parse_plan(plan.label()).label() == plan.label()               # and so is our own label
 
@@ -187,7 +199,8 @@ def test_a_swapped_plan_runs_the_transposed_kernel_with_the_panel_as_coefficient
     cmd = c.schedule.commands.join(c.schedule.phases.select("phase", "name"), on="phase")
     fc1 = cmd.filter((pl.col("name") == "mlp.fc1") & pl.col("kernel").str.starts_with("amp"))
     rows, cols, inner = (fc1[k].to_numpy() for k in ("rows", "cols", "inner"))
-    want = amp_cycles(cols, rows, inner, IPU, weight_class="interleaved", dtype="f8", cast=True)[0]
+    # the F143 weights stream as the kernel's left panel; the FP16 activation, its coefficient, is what is cast
+    want = amp_cycles(cols, rows, inner, IPU, weight_class="interleaved", dtype="f8", cast_right=True)[0]
     assert np.array_equal(fc1["est_cycles"].to_numpy(), want * fc1["groups"].to_numpy())
     fc2 = cmd.filter((pl.col("name") == "mlp.fc2") & pl.col("kernel").str.starts_with("amp"))
     assert set(fc2["weight_class"]) == {"standard"} and set(fc1["weight_class"]) == {"interleaved"}
@@ -234,11 +247,12 @@ def test_mappings_are_data_and_move_every_tile() -> None:
 
 
 def test_the_emitted_command_runs_the_program_and_names_what_it_cannot_say() -> None:
-    c = _tiny({"fc1": "3x2x2 gathered", "fc2": "3x1x3 swapped"})
+    # a standard-class line's weights are resident in ipu-stack (materialized into interleaved compute storage)
+    c = _tiny({"fc1": "3x2x2 gathered standard", "fc2": "3x1x3 swapped"})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         lines = c.layout.constraints()
-    assert lines == ["0:3x2x2:1x2:32:interleaved:normal:complete:direct",    # 48 columns in 2: blocks of 32
+    assert lines == ["0:3x2x2:2x1:32:standard:normal:complete:direct",       # 48 columns in 2: blocks of 32
                      "2:1x3x3:3x1:16:interleaved:swapped:complete:direct"]    # swapped: R splits the columns
     assert any(issubclass(w.category, ToolkitWarning) and "cannot say weights=gathered" in str(w.message)
                for w in seen)

@@ -248,7 +248,7 @@ def test_random_attention_grids_schedule_and_check(sm, sn, vm, vk, fused, scores
 @given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.integers(1, 3), st.integers(0, 3))
 def test_the_label_column_writes_what_gemm_plan_label_writes(m, n, k, rows, cols) -> None:
     from toolkit.layout.gemm_search import plan_labels
-    if rows * max(cols, 1) > k:
+    if rows * max(cols, 1) > k or (cols == 0 and rows != 1):   # no result grid: both counts are the default
         return
     for store in ("resident", "gathered") if m > 1 else ("resident",):
         for staging in range(min(k - 1, 3)):

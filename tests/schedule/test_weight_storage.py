@@ -83,3 +83,39 @@ def test_builders_take_a_dtype_by_name_and_refuse_an_unknown_one() -> None:
     with pytest.raises(ModelError, match=r"dtype 'f17'; use one of") as e:
         mlp_block(tokens=4, width=32, hidden=32, weight_dtype="f17")
     assert (e.value.field, e.value.value) == ("dtype", "f17")
+
+
+def test_fp16_weights_stored_standard_are_materialized_in_the_preamble() -> None:
+    """The standard-class input of an F16 weight is copied into its interleaved compute storage (the copy rule,
+    one command per shard on its own tile) in a preamble phase before the initial sync; the AMP reads the copy.
+    On hardware that conversion falls outside the renderer's interval (MLP_LAYOUT_SWEEP.md: standard input ran
+    faster with the same GEMM work): a tile with no shard to copy starts the cropped interval after it."""
+    from toolkit.profile import crop
+    from toolkit.schedule.program import PREAMBLE
+    from toolkit.simulate.run import INITIAL_SYNC
+    g = mlp_block(tokens=24, width=64, hidden=96, weight_dtype="f16")
+    runs = {}
+    for cls in ("standard", "interleaved"):
+        runs[cls] = toolkit.compile(g, options={"plans": {"fc1": "2x3x2", "fc2": f"2x2x3 {cls}"}, "tiles": 24})
+    c = runs["standard"]
+    pre = c.schedule.phases.filter(pl.col("block") == PREAMBLE)
+    assert pre.height == 1 and pre["phase"].item() == 0 and pre["name"].item().endswith("fc2")
+    copies = c.schedule.commands.filter(pl.col("phase") == 0)
+    assert set(copies["kernel"]) == {"copy"}
+    w = c.schedule.objects.filter(pl.col("kind") == "weight")
+    compute = w.filter(pl.col("name").str.ends_with(".interleaved"))
+    moved = compute["tensor_id"].unique().implode()
+    stored = w.filter(pl.col("tensor_id").is_in(moved) & (pl.col("class") == "standard"))
+    assert set(compute["class"]) == {"interleaved"} and copies.height == compute.height == stored.height
+    size = stored["size_bytes"].max()
+    assert copies["est_cycles"].max() == 288 + -(-size // 8)
+    amp = [r.schedule.commands.filter(pl.col("kernel").str.starts_with("amp"))["est_cycles"].to_list()
+           for r in runs.values()]
+    assert amp[0] == amp[1]
+    s = c.profile.samples.sort("tile", "sample")
+    first = s.group_by("tile", maintain_order=True).first()
+    copying = set(copies["tile"])
+    assert (first.filter(pl.col("tile").is_in(list(copying)))["phase"] == 0).all()
+    idle = first.filter(~pl.col("tile").is_in(list(copying)))
+    assert idle.height and (idle["operation"] == INITIAL_SYNC).all()
+    assert crop(c.profile).origin_cycle == idle["start_cycle"].min() == copies["est_cycles"].max()

@@ -235,8 +235,8 @@ def staleness(manifest: dict) -> Staleness:
         found.append(("toolkit_version", f"compiled by toolkit {version} (this is {__version__})"))
     from toolkit.graph.presets import renamed_since
     renamed = renamed_since(manifest.get("workload"), version) if isinstance(version, str) else None
-    if renamed:   # the name means another graph now: say which name the recorded graph has today
-        found.append(("workload", renamed))
+    if renamed:   # the name means another graph since that version: say so first, with the graph's name today
+        found.append(("toolkit_version", renamed))
     recorded = manifest.get(PROVENANCE)
     if not isinstance(recorded, dict) or recorded.get("format") != FORMAT:
         found.append(("provenance", "written before provenance was recorded" if not isinstance(recorded, dict)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from toolkit.cli import calibrate as calibrate_cli
 from toolkit.cli import compile as compile_cli
 from toolkit.cli import gitfilter, graph, lab, placement, profile, sram
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 app.command("compile")(compile_cli.compile_cmd)
 app.command("sweep")(compile_cli.sweep_cmd)
+app.command("calibrate")(calibrate_cli.calibrate_cmd)
 app.command("workloads")(graph.workloads_cmd)
 app.command("graph")(graph.graph_cmd)
 app.command("git-filter")(gitfilter.git_filter_cmd)

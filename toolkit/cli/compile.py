@@ -17,6 +17,7 @@ from toolkit.artifacts import check_artifacts, check_out, stale_artifacts, write
 from toolkit.cli.graph import SWITCH_HELP, fail, show, switch_option, switches
 from toolkit.errors import OptionError, ToolkitError
 from toolkit.files import check_not_input
+from toolkit.layout.gemm import MAX_COUNT, read_count
 
 #: the formats ``compile --emit`` writes
 EMITS = ("ipu-stack",)
@@ -41,9 +42,14 @@ def _value(raw: str) -> object:
         return None
     if "," in raw:
         return tuple(_value(part) for part in raw.split(",") if part)
-    for cast in (int, float):
+    # integers in ASCII digits only, through the plan syntax's one count reader: a superscript or Arabic-Indic
+    # digit (which int() reads or refuses raw) or an overlong count stays text, which the option refuses by name
+    count = read_count(raw.removeprefix("-"), MAX_COUNT)
+    if count is not None:
+        return raw if count > MAX_COUNT else -count if raw.startswith("-") else count
+    if raw.isascii():
         try:
-            return cast(raw)
+            return float(raw) if len(raw) <= 40 else raw
         except ValueError:
             pass
     return raw
@@ -165,9 +171,19 @@ def _footnotes(labelled: pl.DataFrame, workload: str) -> list[str]:
            f"vs_hardware: '-' throughout: no hardware measurement of {workload} as compiled "
            "(toolkit/data/hardware_programs.csv)")
     lines = textwrap.wrap(why, width)
+    for row in labelled.filter(pl.col("evidence").is_not_null()).iter_rows(named=True):
+        lines += textwrap.wrap(band_line(row), width, subsequent_indent="    ", break_on_hyphens=False)
     for i, source in enumerate(labelled["source"].to_list(), start=1):
         lines += textwrap.wrap(f"[{i}] {source}", width, subsequent_indent="    ", break_on_hyphens=False)
     return lines
+
+
+def band_line(row: dict) -> str:
+    """The evidence footnote of the numbers row that carries it: its error band and the measured programs behind
+    it (or ``extrapolation``)."""
+    return (f"band: {100 * row['band_low']:+.1f}% .. {100 * row['band_high']:+.1f}%, the {row['kind']} cycles' "
+            f"likely error against hardware (prediction / hardware - 1); evidence: {row['evidence']} "
+            f"(toolkit.evidence, toolkit/data/evidence.csv)")
 
 
 #: the stages ``toolkit.compile`` runs once per finalist layout it tries, in order (toolkit.pipeline._finalist)

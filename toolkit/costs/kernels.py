@@ -17,7 +17,7 @@ from toolkit.options import PARTIALS
 from toolkit.target import Costs, Target
 
 KERNELS = ("matmul", "reduce", "gelu", "bias_gelu", "layernorm", "add_layernorm", "add", "softmax", "copy", "cast",
-           "unpack", "merge", "rearrange_left", "rearrange_right")
+           "unpack", "merge", "rearrange_left", "rearrange_right", "cast_packed")
 #: kernels that rewrite a result in place without changing its values as the functional check holds them (an
 #: unpack or a rearrangement reorders; a merge normalizes what our softmax has already normalized)
 IN_PLACE_KERNELS = ("unpack", "merge", "rearrange_left", "rearrange_right")
@@ -241,6 +241,14 @@ def _cast(x: Cols, c: Costs) -> np.ndarray:
     return np.where(x["cols"] == 0, 0, c.copy_call_cycles + _cdiv(x["cols"], c.cast_bytes_per_cycle))
 
 
+def _cast_packed(x: Cols, c: Costs) -> np.ndarray:
+    """F16 -> FP8 cast of an attention product's operand after its F16 distribution, ``cols`` input bytes: the
+    cast packs the operand into the FP8 AMP's 32-deep panels and runs ipu-stack's unpipelined loop,
+    ``288 + costs.cast_packed_group_cycles ceil(bytes / 8)`` (the larger PV cast of
+    FP8_ATTENTION_AND_HOST_IO_2026_09_11.md: 6,888 cycles; this rule gives 6,636 for a 92 x 92 block)."""
+    return np.where(x["cols"] == 0, 0, c.copy_call_cycles + c.cast_packed_group_cycles * _cdiv(x["cols"], 8))
+
+
 def _unpack(x: Cols, c: Costs) -> np.ndarray:
     """Unpack of a swapped GEMM's result (the AMP's transposed-left order) into row-major rows of ``cols``.
 
@@ -304,6 +312,7 @@ RULES: dict[str, Callable[[Cols, Costs], np.ndarray]] = {
     "softmax": _softmax,
     "copy": _copy,
     "cast": _cast,
+    "cast_packed": _cast_packed,
     "unpack": _unpack,
     "merge": _merge,
     "rearrange_left": _rearrange_left,

@@ -3,9 +3,10 @@
 :func:`read_constraint` parses one line as ipu-stack prints it
 (``0:4x92x4:4x1:48:interleaved:normal:complete:direct``), refusing every bad
 field by name with the closest legal value; :func:`constraint_plan` turns it
-into the plan of one op of known shape and :func:`write_constraint` writes a
-plan back, naming the fields a line cannot say. Op numbers are resolved by
-:mod:`toolkit.layout.ipu_stack`.
+into the plan of one op of known shape, the plan ipu-stack builds from it (its
+weight store by :func:`stored_weights`, its result grid), and
+:func:`write_constraint` writes a plan back, naming the fields a line cannot
+say. Op numbers are resolved by :mod:`toolkit.layout.ipu_stack`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.errors import OptionError
-from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced_bounds
+from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced_bounds, parse_plan, read_count
+from toolkit.options import CONSTRAINT_KEY
 
 #: the fields of ipu-stack's ``--gemm-plan-constraint`` line, in order (``crates/ipu-tests/src/main.rs``,
 #: ``parse_gemm_plan_constraint``): source op number, compute grid, result grid (each compute cell's output cut
@@ -25,8 +27,9 @@ from toolkit.layout.gemm import MEMORY_CLASSES, ORIENTATIONS, GemmPlan, balanced
 CONSTRAINT_FIELDS = ("OP", "RxCxK", "RRxRC", "BLOCK", "MEMORY", "ORIENTATION", "REDUCTION", "LOCAL")
 #: ipu-stack's local weight stagings; toolkit reads local operands in place (``direct``) only
 LOCAL_STAGINGS = ("direct",)
-#: ipu-stack parses grid and result counts as u16
+#: ipu-stack parses grid and result counts and batch sizes as u16, the op number and the column block as u32
 _U16 = 65535
+_U32 = 4_294_967_295
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +55,21 @@ def _refuse(text: str, name: str, value: str, why: str, legal: str | None = None
     return OptionError(msg, field=f"plans.{name}", value=text)
 
 
+def _shown(value: str) -> str:
+    return value if len(value) <= 40 else f"{value[:32]}... ({len(value):,} characters)"
+
+
 def _counts(text: str, name: str, value: str, parts: int) -> tuple[int, ...]:
     items = value.split("x")
-    if len(items) != parts or not all(i.isdigit() for i in items):
-        padded = (items + ["1"] * parts)[:parts]
-        legal = "x".join(str(max(1, min(int(i), _U16))) if i.isdigit() else "1" for i in padded)
-        raise _refuse(text, name, value, f"write {parts} counts joined by 'x'", legal)
-    counts = tuple(int(i) for i in items)
+    counts = [read_count(i, _U16) for i in items]
+    if len(items) != parts or None in counts:
+        padded = ([c for c in counts] + [1] * parts)[:parts]
+        legal = "x".join(str(max(1, min(c, _U16))) if c is not None else "1" for c in padded)
+        raise _refuse(text, name, _shown(value), f"write {parts} counts in ASCII digits joined by 'x'", legal)
     if any(c < 1 or c > _U16 for c in counts):
         legal = "x".join(str(max(1, min(c, _U16))) for c in counts)
-        raise _refuse(text, name, value, f"every count must be between 1 and {_U16}", legal)
-    return counts
+        raise _refuse(text, name, _shown(value), f"every count must be between 1 and {_U16}", legal)
+    return tuple(counts)
 
 
 def _word(text: str, name: str, value: str, legal: tuple[str, ...], why: str) -> str:
@@ -86,18 +93,22 @@ def read_constraint(text: str) -> Constraint:
                f"{':'.join(CONSTRAINT_FIELDS)}, e.g. '0:4x92x4:4x1:48:interleaved:normal:complete:direct'")
         raise OptionError(msg, field="plans", value=text)
     op, grid, result, block, memory, orientation, reduction, local = (p.strip() for p in parts)
-    if not op.isdigit():
-        raise _refuse(text, "OP", op, "the op number is a non-negative integer (ipu-stack's operation index)", "0")
+    number = read_count(op, _U32)
+    if number is None or number > _U32:
+        raise _refuse(text, "OP", _shown(op), f"the op number is an integer from 0 to {_U32} in ASCII digits "
+                      f"(ipu-stack's operation index)", "0")
     grid_c = _counts(text, "RxCxK", grid, 3)
     result_c = _counts(text, "RRxRC", result, 2)
-    if not block.isdigit() or int(block) < 1:
-        raise _refuse(text, "BLOCK", block, "the output column block is a positive number of columns", "16")
+    columns = read_count(block, _U32)
+    if columns is None or not 1 <= columns <= _U32:
+        raise _refuse(text, "BLOCK", _shown(block), f"the output column block is a number of columns from 1 to "
+                      f"{_U32} in ASCII digits", "16")
     memory = _word(text, "MEMORY", memory, MEMORY_CLASSES, "the weight memory class is standard or interleaved")
     orientation = _word(text, "ORIENTATION", orientation, ORIENTATIONS, "the orientation is normal or swapped")
     staging = _reduction(text, reduction)
     local = _word(text, "LOCAL", local, LOCAL_STAGINGS,
                   "toolkit reads local weights in place ('direct'); ipu-stack's 'match-remote' is not modelled")
-    return Constraint(op=int(op), grid=grid_c, result=result_c, block=int(block), memory=memory,
+    return Constraint(op=number, grid=grid_c, result=result_c, block=columns, memory=memory,
                       orientation=orientation, staging=staging, local=local, text=text)
 
 
@@ -109,11 +120,11 @@ def _reduction(text: str, value: str) -> int:
     if value == "streamed":
         return 1
     if value.startswith("batch-"):
-        n = value.removeprefix("batch-")
-        if n.isdigit() and 1 <= int(n) <= _U16:
-            return int(n)
-        raise _refuse(text, "REDUCTION", value, "batch-N needs N between 1 and 65535 remote partials per epoch",
-                      "batch-1")
+        n = read_count(value.removeprefix("batch-"), _U16)
+        if n is not None and 1 <= n <= _U16:
+            return n
+        raise _refuse(text, "REDUCTION", _shown(value), f"batch-N needs N between 1 and {_U16} remote partials per "
+                      f"epoch in ASCII digits", "batch-1")
     close = difflib.get_close_matches(value, ("complete", "streamed", "batch-2"), n=1, cutoff=0.0)
     raise _refuse(text, "REDUCTION", value, "the reduction is complete, streamed or batch-N", close[0])
 
@@ -124,9 +135,28 @@ def column_block(extent: int, parts: int) -> int:
     return 16 * -(-extent // (16 * parts))
 
 
+def stored_weights(memory: str, orientation: str, m: int) -> str:
+    """How ipu-stack stores the weights of a line's plan, as a :data:`~toolkit.layout.gemm.WEIGHT_STORES` word.
+
+    Normal orientation, interleaved class: the weight operand's requirement is its block-major compute storage
+    made of one copy over the column x inner partitions (``Layout::block_major_matrix_storage`` with ``copies``
+    1 in ``mid/candidates.rs``; its compact alternative, ``independent_parameter_storage``, is also one copy), so
+    with more than one row partition the block a compute tile needs is stored once and the other row partitions
+    receive it before each use: ``gathered`` (the alternatives' up projection, its first exchange of 7,048
+    cycles, one 288 x 48 block per tile, docs/MLP_LAYOUT_ALTERNATIVES.md). Standard class: the weights are the
+    op's input storage, which ipu-stack materializes into interleaved compute storage on the compute tiles
+    (docs/MLP_LAYOUT_ALTERNATIVES.md, "down weights use standard input storage, materialized into interleaved
+    compute storage"; docs/MLP_LAYOUT_SWEEP.md): ``resident``. Swapped: the weight is the kernel's streamed left
+    operand in the compute grid (``amp_transposed_left_parallel_grid``), not block-major storage, and has no
+    compact alternative: ``resident``. One row partition: every block is stored once already: ``resident``."""
+    return "gathered" if orientation == "normal" and memory == "interleaved" and m > 1 else "resident"
+
+
 def constraint_plan(c: Constraint, rows: int, cols: int, op: str = "?") -> GemmPlan:
     """The :class:`GemmPlan` of a constraint line for an op of ``rows x cols`` output: the grid and result grid
-    turned to the op's orientation (swapped: R splits the columns), the block checked against the grid."""
+    turned to the op's orientation (swapped: R splits the columns), the block checked against the grid, and the
+    weights stored as ipu-stack stores them for the line (:func:`stored_weights`). A result grid equal to the
+    default (:data:`~toolkit.layout.gemm.DEFAULT_RESULT`) is written as the default."""
     r, cc, k = c.grid
     rr, rc = c.result
     swapped = c.orientation == "swapped"
@@ -152,33 +182,49 @@ def constraint_plan(c: Constraint, rows: int, cols: int, op: str = "?") -> GemmP
         raise _refuse(c.text, "REDUCTION", f"batch-{c.staging}" if c.staging > 1 else "streamed",
                       f"k={k} leaves {k - 1} remote partials, so batches of {c.staging} are all of them at once",
                       "complete")
-    plan = GemmPlan(m=m, n=n, k=k, staging=c.staging, memory=c.memory, orientation=c.orientation)
-    if k > 1:   # the default split (by columns over min(k, width / 8) tiles) is written as the default
-        width = int(np.diff(balanced_bounds(cols, n)).min())
-        given = dataclasses.replace(plan, result_rows=res_rows, result_cols=res_cols)
-        plan = given if dataclasses.replace(plan, result_rows=res_rows).result_split(width) != (
-            res_rows, res_cols) else dataclasses.replace(plan, result_rows=res_rows)
+    plan = GemmPlan(m=m, n=n, k=k, staging=c.staging, memory=c.memory, orientation=c.orientation,
+                    weights=stored_weights(c.memory, c.orientation, m))
+    if k > 1 and plan.result_split(*_narrowest(plan, rows, cols)) != (res_rows, res_cols):
+        plan = dataclasses.replace(plan, result_rows=res_rows, result_cols=res_cols)
     return plan
+
+
+def _narrowest(plan: GemmPlan, rows: int, cols: int) -> tuple[int, int]:
+    """(width, height) of the plan's narrowest cell, as :meth:`GemmPlan.result_split` takes them."""
+    return (int(np.diff(balanced_bounds(cols, plan.n)).min()), int(np.diff(balanced_bounds(rows, plan.m)).min()))
 
 
 def write_constraint(number: int, plan: GemmPlan, rows: int, cols: int, memory: str) -> tuple[str, list[str]]:
     """ipu-stack's line for ``plan`` as op ``number`` of ``rows x cols`` output (``memory``: the class the op's
-    coefficient reads when the plan names none), and the plan fields the line cannot say."""
+    coefficient reads when the plan names none), and the plan fields the line cannot say: a weight store other
+    than the one ipu-stack builds from the line (:func:`stored_weights`), a rows-fast tile order."""
     swapped = plan.swapped
-    width = int(np.diff(balanced_bounds(cols, plan.n)).min())
-    rr, rc = plan.result_split(width)
+    rr, rc = plan.result_split(*_narrowest(plan, rows, cols))
     grid = (plan.n, plan.m, plan.k) if swapped else (plan.m, plan.n, plan.k)
     result = (rc, rr) if swapped else (rr, rc)
     block = column_block(rows, plan.m) if swapped else column_block(cols, plan.n)
     reduction = "complete" if not plan.staging else "streamed" if plan.staging == 1 else f"batch-{plan.staging}"
     line = (f"{number}:{'x'.join(map(str, grid))}:{'x'.join(map(str, result))}:{block}:{plan.memory or memory}:"
             f"{plan.orientation}:{reduction}:direct")
-    lost = [f"{name}={getattr(plan, name)}" for name, default in (("weights", "resident"), ("order", "columns"))
+    built = stored_weights(plan.memory or memory, plan.orientation, plan.m)
+    lost = [f"{name}={getattr(plan, name)}" for name, default in (("weights", built), ("order", "columns"))
             if getattr(plan, name) != default]
+    if plan.weights != built:
+        lost[0] += f" (ipu-stack stores this line's weights {built})"
     return line, lost
 
 
+def check_plan_texts(plans: tuple[tuple[str, str], ...]) -> None:
+    """Read every entry of an :class:`~toolkit.options.Options` ``plans`` value as its syntax (an ipu-stack line
+    under the constraint key, else our label), before any graph is built: a bad count, word or field is refused
+    here by name (a sweep checks every point with it before the first compile). Op names and numbers are
+    resolved against the graph later (:func:`toolkit.layout.gemm_search.resolve_pins`)."""
+    for key, text in plans:
+        if key == CONSTRAINT_KEY:
+            read_constraint(text)
+        else:
+            parse_plan(text, op=key)
 
 
-__all__ = ["CONSTRAINT_FIELDS", "LOCAL_STAGINGS", "Constraint", "column_block", "constraint_plan", "read_constraint",
-           "write_constraint"]
+__all__ = ["CONSTRAINT_FIELDS", "LOCAL_STAGINGS", "Constraint", "check_plan_texts", "column_block", "constraint_plan",
+           "read_constraint", "stored_weights", "write_constraint"]

@@ -44,6 +44,15 @@ def compute_class(weight_class: str, precision: str) -> str:
     return "interleaved" if precision in MATERIALIZED_PRECISIONS else weight_class
 
 
+def materialized(plan, weight_class: str) -> bool:
+    """Whether a linear op's weights, stored in ``weight_class`` (the plan's or the layout's), are copied into
+    interleaved compute storage before its AMP reads them: ipu-stack does so for F16 weights whose input class is
+    standard (:data:`MATERIALIZED_PRECISIONS`); the schedule prices that copy (``plan``: an
+    :class:`~toolkit.layout.plans.OpPlan`)."""
+    return (plan.rule == "linear" and not plan.swapped and weight_class == "standard"
+            and plan.precision in MATERIALIZED_PRECISIONS)
+
+
 def weight_read_class(plan, weight_class: str) -> str:
     """The class an AMP op's coefficient operand is read from: a linear op's own weights as
     :func:`compute_class` says, a swapped op's activation coefficient and an attention product's designated
@@ -54,6 +63,21 @@ def weight_read_class(plan, weight_class: str) -> str:
     return weight_class if plan.rule == "linear" or plan.coefficient is not None else "standard"
 
 
+#: op rules whose AMP operands are an attention product's, cast (when FP8 and late) by the packed cast
+PRODUCT_RULES = ("scores", "values")
+
+
+def kernel_casts(plan) -> dict[str, bool]:
+    """The ``cast`` / ``cast_right`` flags of :func:`amp_cycles` for an AMP op plan, in the kernel's orientation:
+    a swapped product streams the plan's right operand (a linear op's FP8 weights, already F143) as its left
+    panel and reads the plan's left operand (the FP16 activation) as its coefficient, so the activation's cast is
+    the kernel's right-panel cast, sized ``inner x`` the activation's rows."""
+    packed = plan.rule in PRODUCT_RULES   # an attention product's operands: packed casts after distribution
+    if plan.swapped:
+        return {"cast": plan.cast_right, "cast_right": plan.cast_input, "packed": packed}
+    return {"cast": plan.cast_input, "cast_right": plan.cast_right, "packed": packed}
+
+
 def _ceil_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     return -(-np.asarray(a) // b)
 
@@ -62,7 +86,7 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
                weight_class: str | np.ndarray,
                dtype: str = "f16", partials: str = "f16", inner_block: int | None = None,
                cast: bool = False, cast_right: bool = False,
-               out_cast: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               out_cast: bool = False, packed: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(cycles, calls, worker launches, cast cycles) of one AMP cell per row.
 
     One call covers the whole column panel and ``inner_block`` (None: all) of
@@ -74,7 +98,9 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
     ``cast_right`` likewise for the right panel (``inner x cols``: K or V of an
     FP8 attention product cast late); ``out_cast``: the FP16 result is stored
     as F143 (``rows x cols``: an FP8 product's operand cast early at its
-    producer, the Q/K/V projection).
+    producer, the Q/K/V projection). ``packed``: the operand casts are an
+    attention product's, after their F16 distribution (the ``cast_packed``
+    rule instead of ``cast``).
     """
     rows, cols, inner = (np.asarray(a, dtype=np.int64) for a in (rows, cols, inner))
     ib = inner if inner_block is None else np.minimum(inner, inner_block)
@@ -89,9 +115,9 @@ def amp_cycles(rows: np.ndarray, cols: np.ndarray, inner: np.ndarray, target: Ta
         per_rest = cycles("matmul", target, rows=rows, cols=cols, inner=rest, **kw)
         cyc = cyc + np.where(rest > 0, per_rest, 0)
         launches = launches + amp_panels(cols, rest, dtype, target.costs)
-    cast_cyc = cast_cycles(rows * inner, target) if cast else np.zeros_like(cyc)
+    cast_cyc = cast_cycles(rows * inner, target, packed) if cast else np.zeros_like(cyc)
     if cast_right:
-        cast_cyc = cast_cyc + cast_cycles(inner * cols, target)
+        cast_cyc = cast_cyc + cast_cycles(inner * cols, target, packed)
     if out_cast:
         cast_cyc = cast_cyc + cast_cycles(rows * cols, target)
     return cyc + cast_cyc, calls, launches, cast_cyc
@@ -110,9 +136,10 @@ def vector_cycles(kind: str, rows: np.ndarray, cols: np.ndarray, target: Target,
     return out
 
 
-def cast_cycles(elements: np.ndarray, target: Target) -> np.ndarray:
-    """F16 -> FP8 cast of ``elements`` values (the cast rule on their FP16 bytes)."""
-    return cycles("cast", target, rows=1, cols=np.asarray(elements) * DTYPE_BYTES["f16"])
+def cast_cycles(elements: np.ndarray, target: Target, packed: bool = False) -> np.ndarray:
+    """F16 -> FP8 cast of ``elements`` values (the cast rule on their FP16 bytes; ``packed``: an attention
+    product's operand after distribution, the ``cast_packed`` rule)."""
+    return cycles("cast_packed" if packed else "cast", target, rows=1, cols=np.asarray(elements) * DTYPE_BYTES["f16"])
 
 
 def unpack_cycles(rows: np.ndarray, cols: np.ndarray, target: Target) -> np.ndarray:

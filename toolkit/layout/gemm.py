@@ -4,13 +4,15 @@ The real compiler writes a GEMM plan ``a x b x c``: row (M) partitions x column
 (N) partitions x inner (K) partitions of the kernel-invoking tiles, and a result
 grid ``R x C`` saying how the reduced output is scattered over the
 K-partition tiles (``4x92x4/16x92``: each of the 4 x 92 cells' output is split
-4 ways by rows over its 4 inner-split tiles). Shards are balanced and never
+4 ways by rows over its 4 inner-split tiles; a plan written without one gets
+the real compiler's default, :data:`DEFAULT_RESULT`, here the same). Shards are balanced and never
 need to divide: 729 rows in 4 partitions are 183/182/182/182. Inner-split
 cells write FP16 partials that the result tiles reduce (the FP16 reduction).
 
 A :class:`GemmPlan` is the typed value; :func:`parse_plan` reads the text form
 and :meth:`GemmPlan.label` writes it. Its fields are :data:`PLAN_FIELDS`
-(candidate columns, pins and labels derive from them).
+(candidate columns, pins and labels derive from them). Every count of every
+plan syntax is read by :func:`read_count` (ASCII digits only).
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import numpy as np
 
 from toolkit.errors import OptionError
 
-_PLAN = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*(?:/\s*(\d+)\s*x\s*(\d+))?((?:\s+[\w-]+)*)\s*$")
+#: a label's shape: the counts are any run of characters but ``x`` / ``/`` / space (read by :func:`read_count`, so
+#: a superscript, a non-ASCII digit or an overlong count is refused by name, not by the pattern)
+_PLAN = re.compile(r"^\s*([^\sx/]+)\s*x\s*([^\sx/]+)\s*x\s*([^\sx/]+)\s*(?:/\s*([^\sx/]+)\s*x\s*([^\sx/]+))?"
+                   r"((?:\s+[\w-]+)*)\s*$")
+#: the most partitions (or result pieces) a label's count may say: far above any machine's tiles
+MAX_COUNT = 1_000_000
+#: the most partials per epoch a ``batched<N>`` word may say (ipu-stack's batch size is a u16)
+MAX_BATCH = 65_535
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 #: how a plan keeps its weight blocks: ``resident`` (every row partition holds its (inner, column) block) or
 #: ``gathered`` (each block stored once, cut by inner rows over the m row-partition tiles, all-gathered per use)
 WEIGHT_STORES = ("resident", "gathered")
@@ -37,6 +47,25 @@ TILE_ORDERS = ("columns", "rows")
 ORIENTATIONS = ("normal", "swapped")
 #: the AMP coefficient operand's memory class per op (ipu-stack's MEMORY); ``""``: the layout's weight class
 MEMORY_CLASSES = ("interleaved", "standard")
+#: the result grid a plan written without one gets: the real compiler's, every cell's output cut by the kernel's
+#: rows over its k inner-split tiles (ipu-stack scripts/mlp-layout-sweep.py writes ``k x 1`` when a plan names no
+#: result grid, its "row-distributed results" of docs/MLP_LAYOUT_SWEEP.md; its automatic GEMM candidates cut by
+#: the kernel's rows at most rows / row partitions ways, mid/candidates.rs)
+DEFAULT_RESULT = "k x 1 along the kernel's rows"
+
+
+def read_count(text: object, most: int) -> int | None:
+    """The one reader of a count in every plan syntax (our labels, ``batched<N>``, ipu-stack's constraint lines,
+    the CLI's integer option values): ASCII digits ``0-9`` only, as ipu-stack's ``u16`` / ``u32`` parse reads them.
+    None when ``text`` is not such a count (a sign, a superscript ``⁸``, an Arabic-Indic ``٣``: ``str.isdigit``
+    accepts them and ``int`` reads some); ``most + 1`` when it says more than ``most`` (a 5,000-digit count is
+    never given to ``int``, whose digit limit would raise a ValueError). Callers refuse both by field and value."""
+    if not isinstance(text, str) or _DIGITS.fullmatch(text) is None:
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(most)):
+        return most + 1
+    return min(int(digits), most + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +98,7 @@ class GemmPlan:
     n: int
     k: int
     result_rows: int = 1       # each (m, n) cell's reduced output is cut into result_rows x result_cols pieces,
-    result_cols: int = 0       # one per inner-split tile (0: by columns over min(k, width / 8) tiles, the default)
+    result_cols: int = 0       # one per inner-split tile (0: the real compiler's default, :data:`DEFAULT_RESULT`)
     weights: str = "resident"  # WEIGHT_STORES: resident blocks, or stored once over the m row partitions and gathered
     staging: int = 0           # reduction staging: 0 all at once; N >= 1 remote partials per epoch (1: streamed)
     order: str = "columns"     # TILE_ORDERS: columns-fast (the default) or rows-fast over consecutive tiles
@@ -108,6 +137,10 @@ class GemmPlan:
             msg = (f"GEMM plan {self.m}x{self.n}x{self.k}: a reduction of {self.k - 1} remote partials in batches "
                    f"of {self.staging} is all partials at once; stage in batches below {self.k - 1}, or not at all")
             raise OptionError(msg, field="staging", value=self.staging)
+        if self.result_cols == 0 and self.result_rows != 1:
+            msg = (f"GEMM plan result_rows={self.result_rows} with result_cols=0 (the default result grid): give "
+                   f"both pieces counts, or neither")
+            raise OptionError(msg, field="result", value=self.result_rows)
         if self.result_rows * max(self.result_cols, 1) > self.k:
             msg = (f"GEMM plan {self.label()}: the result split {self.result_rows} x {max(self.result_cols, 1)} "
                    f"needs more than the k={self.k} inner-split tiles of a cell")
@@ -121,13 +154,17 @@ class GemmPlan:
     def swapped(self) -> bool:
         return self.orientation == "swapped"
 
-    def result_split(self, width: int) -> tuple[int, int]:
-        """(rows, cols) pieces of one cell's output of ``width`` columns: the explicit split or the default."""
+    def result_split(self, width: int, height: int) -> tuple[int, int]:
+        """(rows, cols) pieces of one cell's output of ``height`` rows x ``width`` columns (the narrowest cell's):
+        the explicit split, or :data:`DEFAULT_RESULT`: all k pieces along the kernel's rows (the op's rows, or
+        its columns when swapped), at most one piece per row."""
         if self.k == 1:
             return 1, 1
         if self.result_cols:
             return self.result_rows, self.result_cols
-        return self.result_rows, max(1, min(self.k // self.result_rows, width // 8))
+        if self.swapped:
+            return 1, max(1, min(self.k, width))
+        return max(1, min(self.k, height)), 1
 
     def label(self) -> str:
         """The text form: ``4x92x4``, with ``/R x C`` when the result grid is given, then the words of
@@ -162,18 +199,22 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         msg = (f"plan for op {op!r} is {text!r}; write 'MxNxK' (row x column x inner partitions, e.g. '4x92x4') "
                f"or 'MxNxK/RxC' with the result grid (e.g. '4x92x4/16x92'), optionally followed by ' gathered'")
         raise OptionError(msg, field=f"plans.{op}", value=text)
-    m, n, k = (int(mt.group(i)) for i in (1, 2, 3))
+    m, n, k = (_count(text, op, mt.group(i), what) for i, what in ((1, "row"), (2, "column"), (3, "inner")))
     fields: dict[str, object] = {}
     by_word = {w: (f.name, v) for f in LABEL_WORDS for v, w in f.words}
     for word in mt.group(6).split():
-        batched = re.fullmatch(r"batched(\d+)", word)
         if word in by_word:
             fields[by_word[word][0]] = by_word[word][1]
-        elif word == "streamed" or batched:
-            staging = 1 if word == "streamed" else int(batched.group(1))
-            if staging < 1:
+        elif word == "streamed" or word.startswith("batched"):
+            staging = 1 if word == "streamed" else read_count(word.removeprefix("batched"), MAX_BATCH)
+            if staging == 0:
                 msg = (f"plan for op {op!r} is {text!r}: {word!r} stages no partials per epoch; write 'batched<N>' "
                        f"with N >= 1 ('streamed' is 'batched1'), or drop it to reduce all partials at once")
+                raise OptionError(msg, field=f"plans.{op}", value=text)
+            if staging is None or staging > MAX_BATCH:
+                msg = (f"plan for op {op!r} is {text!r}: {word!r} is not a reduction staging: write 'batched<N>' "
+                       f"with N from 1 to {MAX_BATCH} remote partials per epoch in ASCII digits ('streamed' is "
+                       f"'batched1'), or drop it to reduce all partials at once")
                 raise OptionError(msg, field=f"plans.{op}", value=text)
             fields["staging"] = staging
         else:
@@ -188,7 +229,7 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
         raise OptionError(msg, field=f"plans.{op}", value=text)
     if mt.group(4) is None:
         return _plan(text, op, m=m, n=n, k=k, **fields)
-    rr, rc = int(mt.group(4)), int(mt.group(5))
+    rr, rc = _count(text, op, mt.group(4), "result row"), _count(text, op, mt.group(5), "result column")
     if rr % m or rc % n or rr == 0 or rc == 0:
         msg = (f"plan for op {op!r} is {text!r}: the result grid {rr}x{rc} must be a multiple of the compute grid's "
                f"{m} rows x {n} columns (each cell's output cut into whole pieces), e.g. '{m}x{n}x{k}/{m * k}x{n}'")
@@ -198,6 +239,18 @@ def parse_plan(text: str, *, op: str = "?") -> GemmPlan:
                f"inner-split tiles of a cell; e.g. '{m}x{n}x{k}/{m * k}x{n}' splits each cell by rows")
         raise OptionError(msg, field=f"plans.{op}", value=text)
     return _plan(text, op, m=m, n=n, k=k, result_rows=rr // m, result_cols=rc // n, **fields)
+
+
+def _count(text: str, op: str, value: str, what: str) -> int:
+    """One count of a label, read by :func:`read_count`; anything else is refused naming the count."""
+    n = read_count(value, MAX_COUNT)
+    if n is None or n > MAX_COUNT:
+        why = ("is more than the most a label may say" if n is not None else
+               "is not a count: write it in ASCII digits 0-9")
+        msg = (f"plan for op {op!r} is {text!r}: the {what} count {value[:40]!r}{'...' if len(value) > 40 else ''} "
+               f"{why} (at most {MAX_COUNT:,}), e.g. '4x92x4' or '4x92x4/16x92'")
+        raise OptionError(msg, field=f"plans.{op}", value=text)
+    return n
 
 
 def _plan(text: str, op: str, **fields) -> GemmPlan:
@@ -230,7 +283,10 @@ def sub_bounds(bounds: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 __all__ = [
+    "DEFAULT_RESULT",
     "LABEL_WORDS",
+    "MAX_BATCH",
+    "MAX_COUNT",
     "MEMORY_CLASSES",
     "ORIENTATIONS",
     "PLAN_FIELDS",
@@ -239,5 +295,6 @@ __all__ = [
     "GemmPlan",
     "balanced_bounds",
     "parse_plan",
+    "read_count",
     "sub_bounds",
 ]

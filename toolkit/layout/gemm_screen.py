@@ -16,6 +16,7 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    cast_cycles,
     compute_class,
     copy_cycles,
     phase_exchange_cycles,
@@ -96,18 +97,22 @@ def gemm_estimates(op: dict, tensors: dict, reps: dict, m, n, k, result_rows, re
     r_max, c_max, k_max = -(-rows // m), -(-cols // n), -(-inner // k)
     per_tile = -(-(m * n * k) // tiles)
     split = k > 1
-    rb = np.where(split, ra, 1)
-    cb = np.where(split, np.where(rc > 0, rc, np.maximum(1, np.minimum(k // np.maximum(ra, 1), c_max // 8))), 1)
+    swapped = np.asarray(swapped, dtype=bool)
+    # no result grid given (rc 0): gemm.DEFAULT_RESULT, k pieces along the kernel's rows (swapped: the op's columns)
+    default = split & (rc == 0)
+    rb = np.where(split, np.where(default, np.where(swapped, 1, np.maximum(1, np.minimum(k, rows // m))), ra), 1)
+    cb = np.where(split, np.where(default, np.where(swapped, np.maximum(1, np.minimum(k, cols // n)), 1), rc), 1)
     precision = PRECISION[tensors[op["inputs"][1]]["dtype"]]
     part = np.where(split, partials, "f16")
-    swapped = np.asarray(swapped, dtype=bool)
     # each stored class priced as the class the AMP reads (swapped: the coefficient is the activation panel)
     stored = np.array(WEIGHT_CLASSES, dtype=object)[:, None]
     read = np.array([compute_class(c, precision) for c in WEIGHT_CLASSES], dtype=object)[:, None]
     classes = np.where(np.atleast_1d(swapped)[None, :], stored, read) if swapped.any() else read
     cyc, _, launch, _ = amp_cycles(np.where(swapped, c_max, r_max), np.where(swapped, r_max, c_max), k_max, target,
                                    weight_class=classes, dtype=precision,
-                                   partials=part, inner_block=inner_block, cast=casts_input(op, tensors))
+                                   partials=part, inner_block=inner_block)
+    if casts_input(op, tensors):   # the FP16 activation panel (r_max x k_max in either orientation) cast to F143
+        cyc = cyc + cast_cycles(r_max * k_max, target)
     a_bytes = DTYPE_BYTES[tensors[op["inputs"][0]]["dtype"]]
     w = tensors[op["inputs"][1]]
     w_bytes = DTYPE_BYTES[w["dtype"]]

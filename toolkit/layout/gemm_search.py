@@ -115,9 +115,9 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
 
     Inner partitions keep at least one coefficient panel (``depth`` deep) per
     tile; column counts are the most the tiles allow and those giving whole
-    16-column panels; inner-split plans scatter their result by columns (the
-    default) or by rows. Plans with several row partitions come twice: weights
-    resident, and gathered (``gathered`` 1); inner-split plans once more per
+    16-column panels; inner-split plans scatter their result by columns (given
+    explicitly) or by rows (gemm.DEFAULT_RESULT). Plans with several row
+    partitions come twice: weights resident, and gathered (``gathered`` 1); inner-split plans once more per
     reduction staging of :data:`STAGINGS` below k. A pinned ``row_block`` fixes
     the row partitions to ``ceil(rows / row_block)`` (every tile's local rows
     at most the row block).
@@ -140,8 +140,11 @@ def enumerate_plans(op: dict, tiles: int, depth: int, row_block: int | None = No
     idx = np.concatenate([np.arange(len(m)), np.nonzero(by_rows)[0]])
     gathered = np.concatenate([np.zeros(len(idx), dtype=bool), np.ones(int((m[idx] > 1).sum()), dtype=bool)])
     idx, split = np.concatenate([idx, idx[m[idx] > 1]]), np.concatenate([split, split[m[idx] > 1]])
+    # the column split (at least 8 columns a piece) is given explicitly: a plan without a result grid is
+    # gemm.DEFAULT_RESULT, the row split
+    by_cols = np.where(k[idx] > 1, np.maximum(1, np.minimum(k[idx], cols // n[idx] // 8)), 0)
     plans = {"m": m[idx], "n": n[idx], "k": k[idx], "result_rows": np.where(split, k[idx], 1),
-             "result_cols": split.astype(np.int64), "gathered": gathered.astype(np.int64),
+             "result_cols": np.where(split, 1, by_cols), "gathered": gathered.astype(np.int64),
              "staging": np.zeros(len(idx), dtype=np.int64), "swapped": np.zeros(len(idx), dtype=np.int64)}
     cheaper = swaps(op, plans, depth, target or ipu21())
     return {key: np.concatenate([v, v[cheaper]]) if key != "swapped" else

@@ -180,10 +180,49 @@ def _attention_products(ops: list[dict], plans: dict[str, GemmPlan], warnings: l
     return ["--attention-strategy", "materialized", "--attention-products", mode]
 
 
+def _member_ops(workload, options, batch: int | None) -> tuple[list[dict], object]:
+    from toolkit.graph import build_graph
+    from toolkit.options import as_options
+    o = as_options(options)
+    overrides = {} if o.fused_qkv is None else {"fused_qkv": o.fused_qkv}
+    graph = build_graph(workload, batch=batch, **({"weight_dtype": o.weight_dtype} if o.weight_dtype else {}),
+                        **overrides)
+    return list(graph.ops.iter_rows(named=True)), o
+
+
+def _member_plans(ops: list[dict], o, pins: tuple[tuple[str, str], ...]) -> tuple[tuple[str, GemmPlan], ...]:
+    from toolkit.layout.pins import resolve_pins  # the layout's own resolution (names, numbers, fits)
+    from toolkit.target import ipu21
+    tiles = o.tiles or ipu21().tiles
+    return resolve_pins(pins, {False: ops}, {False: {}}, tiles, o.weight_class)[0][False]
+
+
+def member_lines(workload, options, *, batch: int | None = None) -> tuple[list[str], list[str]]:
+    """A program's ipu-stack lines: the ``plans`` of ``options`` (our labels, lines, or both; a mapping or an
+    :class:`~toolkit.options.Options`) resolved on ``workload``'s graph (a preset name or a Workload, at
+    ``batch``) and written as ipu-stack prints them (:func:`~toolkit.layout.constraints.write_constraint`), with
+    the warnings of :func:`constraint_lines` for what a line cannot say (a weight store ipu-stack does not build
+    from the line, rows-fast order, attention product grids). The other options (weight dtype, tile mapping,
+    kernel build) are not plans and stay options. :func:`member_labels` reads the lines back."""
+    ops, o = _member_ops(workload, options, batch)
+    plans = _member_plans(ops, o, o.plans)
+    return constraint_lines(ops, plans, o.weight_class or "interleaved")
+
+
+def member_labels(workload, lines, options=None, *, batch: int | None = None) -> dict[str, str]:
+    """Back from ipu-stack lines: each line's op (named as in ``workload``'s graph) and the label of the plan
+    ipu-stack builds from it (the weight store it builds, the result grid; ``options``: the rest of the
+    program's options, e.g. its weight dtype). ``member_lines(w, {"plans": member_labels(w, lines)})`` gives
+    ``lines`` back."""
+    ops, o = _member_ops(workload, options, batch)
+    pins = tuple(("#", text) for text in lines)
+    return {name: plan.label() for name, plan in _member_plans(ops, o, pins)}
+
+
 def normalize_memory(plan: GemmPlan, weight_class: str | None) -> GemmPlan:
     """A read plan whose memory class is the pinned layout class says nothing of its own."""
     return dataclasses.replace(plan, memory="") if weight_class and plan.memory == weight_class else plan
 
 
 __all__ = ["BINARY", "FP8_SCALE", "IPU_STACK_OPS", "MAPPING_FILE", "PRODUCT_MODES", "constraint_lines",
-           "ipu_stack_args", "normalize_memory", "op_numbers", "resolve_number"]
+           "ipu_stack_args", "member_labels", "member_lines", "normalize_memory", "op_numbers", "resolve_number"]

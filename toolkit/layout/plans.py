@@ -222,7 +222,7 @@ def linear_plan(op: dict, a: int, w: int, bias: int | None, out: int, p: LayoutP
             slice_b, panel, j, _per = reduce_slices(col_b, n_s)
             red_rows, red_tiles, red_cells = rows_bounds, ct[:, panel, j], ci[:, panel, j]
         else:              # the plan's result grid: a x b pieces of every cell, piece (ja, jb) on inner tile ja b + jb
-            a, b = gemm.result_split(int(np.diff(col_b).min()))
+            a, b = gemm.result_split(int(np.diff(col_b).min()), int(np.diff(rows_bounds).min()))
             red_rows, ja, row_shard = sub_bounds(rows_bounds, a)
             slice_b, jb, panel = sub_bounds(col_b, b)
             jj = (ja[:, None] * b + jb[None, :] + root_shift) % n_s

@@ -53,7 +53,8 @@ def qk_preparation(ops: list[dict], tensors: dict, p: LayoutParams, batch: int) 
     if p.qk_preparation == "grouped":
         for first, second in pairs:
             g = p.plan_of(producer[first]["name"])
-            a, b = g.result_split(int(producer[first]["cols"]) // g.n)   # linear_plan's narrowest panel
+            a, b = g.result_split(int(producer[first]["cols"]) // g.n,   # linear_plan's narrowest cell
+                                   int(producer[first]["rows"]) // g.m)
             out[first] = (out[first][0], True, 0)
             out[second] = (out[second][0], False, a * b)
     return out

@@ -25,6 +25,7 @@ from toolkit.layout.cost import (
     DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
+    kernel_casts,
     merge_cycles,
     merge_pieces,
     phase_exchange_cycles,
@@ -308,8 +309,8 @@ def op_estimate(op: dict, plan: OpPlan, tensors: dict, reps: dict, p: LayoutPara
             wc = weight_read_class(plan, plan.weight_class or cls)
             cyc, _, calls, _ = amp_cycles(k_rows, k_cols, sh[:, 2], target, weight_class=wc,
                                           dtype=plan.precision, partials=p.partials if plan.partials else "f16",
-                                          inner_block=p.inner_block, cast=plan.cast_input,
-                                          cast_right=plan.cast_right, out_cast=plan.out_cast)
+                                          inner_block=p.inner_block, **kernel_casts(plan),
+                                          out_cast=plan.out_cast)
             per = np.bincount(key, weights=cyc * sh[:, 3] + pre, minlength=n_w * tiles).reshape(n_w, tiles)
             compute[cls] = int(per.max(axis=1).sum())
         calls = calls * sh[:, 3]

@@ -20,9 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from toolkit.layout.cost import (
+    DTYPE_BYTES,
     PARTIAL_BYTES,
     amp_cycles,
     cast_cycles,
+    kernel_casts,
+    materialized,
     merge_cycles,
     merge_pieces,
     prep_pieces,
@@ -35,7 +38,7 @@ from toolkit.layout.cost import (
 from toolkit.layout.layout import Layout, route
 from toolkit.layout.plans import LayoutParams, OpPlan
 from toolkit.layout.preparation import unpack_chunks
-from toolkit.schedule.program import Program
+from toolkit.schedule.program import PREAMBLE, Program
 from toolkit.schedule.program import slot_of_cell as _slot_of_cell
 from toolkit.schedule.reduce import reduce_scatter
 from toolkit.target import Target
@@ -57,7 +60,7 @@ def cell_cycles(plan: OpPlan, target: Target, params: LayoutParams, cells: np.nd
         cyc, calls, launches, cast = amp_cycles(
             k_rows, k_cols, inner, target, weight_class=wc, dtype=plan.precision,
             partials=params.partials if plan.partials is not None else "f16", inner_block=params.inner_block,
-            cast=plan.cast_input, cast_right=plan.cast_right, out_cast=plan.out_cast)
+            **kernel_casts(plan), out_cast=plan.out_cast)
         return {"est_cycles": cyc * groups, "calls": calls * groups, "launches": launches * groups,
                 "panels": launches * groups, "cast_cycles": cast * groups, "weight_class": wc}
     one = np.ones(len(cells), dtype=np.int64)
@@ -80,10 +83,11 @@ def build_program(ops: list[dict], plans: list[OpPlan], tensors: dict[int, dict]
     objs_of: dict[int, np.ndarray] = {}
     inputs: set[int] = set()
     unpacks: list[tuple[OpPlan, np.ndarray]] = []   # swapped results whose unpack waits for the next one
+    early = _materialize_early(prog, ops, plans)
     for op, plan in zip(ops, plans, strict=True):
         n_cells = len(plan.cell_tiles)
         waves = plan.cell_wave if plan.cell_wave is not None else np.zeros(n_cells, dtype=np.int64)
-        w_objs = _weights(prog, op, plan)
+        w_objs = early.get(op["op_id"]) or _materialize_body(prog, op, plan, _weights(prog, op, plan))
         for t in plan.weights.keys() & plan.needs.keys():   # gathered weights: routed from where they are stored
             layout_of[t], objs_of[t] = plan.weights[t], w_objs[t]
         for tensor, lay in plan.inputs.items():   # graph inputs appear on their planned layout at event 0 (the
@@ -159,15 +163,83 @@ def _carry(prog: Program, op: dict, plan: OpPlan, t_in: int, t_out: int, layout_
     prog.use(objs_of[t_in][objs_of[t_in] >= 0], cphase)
 
 
+def _amp_weight(prog: Program, plan: OpPlan, t: int) -> bool:
+    """Whether the AMP reads weight ``t`` of ``plan`` where it is stored (not gathered, not the swapped product's
+    streamed left operand)."""
+    return (plan.kernel.startswith("amp") and len(prog.tensors[t]["shape"]) == 2 and t not in plan.needs
+            and not plan.swapped)
+
+
+def _materialized(prog: Program, op: dict, plan: OpPlan) -> list[int]:
+    """The weights of one op stored in standard memory that ipu-stack materializes into interleaved compute
+    storage before the AMP reads them (:func:`toolkit.layout.cost.materialized`)."""
+    stored = plan.weight_class or prog.params.weight_class
+    return [t for t in plan.weights if _amp_weight(prog, plan, t) and materialized(plan, stored)]
+
+
+def _materialize(prog: Program, plan: OpPlan, t: int, stored: np.ndarray, phase: int, repeat: int = 1) -> np.ndarray:
+    """Interleaved compute copies of weight ``t``'s stored objects, made by local copies in ``phase``."""
+    lay = plan.weights[t]
+    slots = np.arange(lay.tiles.size)
+    compute = prog.new_objects(lay, slots, t, "weight", phase, cls="interleaved", repeat=repeat,
+                               name=f"{prog.tensors[t]['name']}.interleaved")
+    ch = lay.chunks()   # every slot (replicas too) copies its own shard on its own tile
+    rect = {k: ch[k][slots] for k in ("g0", "g1", "r0", "r1", "c0", "c1")}
+    zero = np.zeros(len(slots), dtype=np.int64)
+    prog.send(stored, zero, compute, zero, rect, ch["tile"][slots], ch["tile"][slots],
+              DTYPE_BYTES[prog.tensors[t]["dtype"]], t, -1, phase)
+    return compute
+
+
+def _materialize_early(prog: Program, ops: list[dict], plans: list[OpPlan]) -> dict[int, dict[int, np.ndarray]]:
+    """Weights stored standard and materialized interleaved (:func:`_materialized`): the compute copies are made
+    in one compute phase at the program's start, a paced local copy of every tile's shard (HARDWARE.md section 3:
+    the standard-to-interleaved copy, 8 KiB in 1,308 cycles, the copy rule's 288 + bytes / 8), in the program's
+    preamble (block :data:`PREAMBLE`: before the initial sync). ipu-stack's weights are inputs written before
+    the program runs, and the hardware shows the conversion outside the renderer's interval: the down weights'
+    standard input, materialized interleaved (MLP_LAYOUT_ALTERNATIVES.md), ran 1,566 cycles *faster* than
+    interleaved input with the same GEMM work, almost all of it the GELU-to-down exchange
+    (MLP_LAYOUT_SWEEP.md), and its programs' full counters run about 6,800 cycles ahead of the cropped ones.
+    Where some tile has no shard to copy, the crop (the latest tile's first sample) starts after it. A repeated
+    block's weights are not program-start values: each iteration materializes its own (:func:`_materialize_body`).
+    Returns, per op with such a weight, all its weight objects (the AMP reads the compute copies)."""
+    out: dict[int, dict[int, np.ndarray]] = {}
+    lead = -1
+    for op, plan in zip(ops, plans, strict=True):
+        moved = [t for t in _materialized(prog, op, plan) if not prog.tensors[t]["per_instance"]]
+        if not moved:
+            continue
+        if lead < 0:
+            lead = prog.phase("compute", plan, 0, PREAMBLE)
+        objs = _weights(prog, op, plan)
+        for t in moved:
+            objs[t] = _materialize(prog, plan, t, objs[t], lead)
+        out[op["op_id"]] = objs
+    return out
+
+
+def _materialize_body(prog: Program, op: dict, plan: OpPlan, objs: dict[int, np.ndarray]) -> dict:
+    """A repeated block's standard-stored weights materialized for the current iteration, in a compute phase of
+    their own before the op (ipu-stack's body-local conversions, PARAMETER_STORAGE_2026_09_10.md: "existing mid
+    conversions ... materialize the current iteration's operands"); one iteration's compute copy."""
+    moved = [t for t in _materialized(prog, op, plan) if prog.tensors[t]["per_instance"]]
+    if moved:
+        phase = prog.phase("compute", plan, 0, op["block"])
+        objs = {**objs, **{t: _materialize(prog, plan, t, objs[t], phase) for t in moved}}
+    return objs
+
+
 def _weights(prog: Program, op: dict, plan: OpPlan) -> dict[int, np.ndarray]:
-    """Resident weight objects of one op (repeat instances stored as one iterated object)."""
+    """Resident weight objects of one op (repeat instances stored as one iterated object), in the class they are
+    stored in: the plan's or the layout's where the AMP reads them (a materialized weight's stored copy is
+    standard), else standard (gathered weights: the AMP reads the copy; swapped: the weights are the streamed
+    left operand)."""
     out = {}
+    stored = plan.weight_class or prog.params.weight_class
     for t, lay in plan.weights.items():
         w = prog.tensors[t]
-        amp_reads = plan.kernel.startswith("amp") and len(w["shape"]) == 2 and t not in plan.needs
-        # gathered weights: the AMP reads the copy; swapped: the weights are the streamed (left) operand
-        cls = (weight_read_class(plan, plan.weight_class or prog.params.weight_class) if amp_reads
-               and not plan.swapped else "standard")
+        amp = _amp_weight(prog, plan, t)
+        cls = weight_read_class(plan, stored) if amp and not materialized(plan, stored) else "standard"
         rep = prog.instances.get(op["block"], 1) if w["per_instance"] else 1
         out[t] = prog.new_objects(lay, np.arange(lay.tiles.size), t, "weight", 0, cls=cls, repeat=rep)
     return out

@@ -58,6 +58,9 @@ class Columns:
     def frame(self) -> pl.DataFrame:
         return pl.DataFrame([self.series(k).alias(k) for k in self.parts])
 
+#: the block of phases that run before the program's initial sync (a program-start conversion of its inputs)
+PREAMBLE = "preamble"
+
 
 class Program:
     """Mutable accumulator used only inside ``build_program``."""

@@ -87,7 +87,7 @@ def verify_schedule(s, target=None) -> None:
     # the first phase at which each object holds complete data
     is_out = (op["role"] == "out").to_numpy()
     ready = np.full(n, NEVER, dtype=np.int64)
-    ready[resident] = 0
+    ready[resident] = -1   # resident (weights, graph inputs) before the first phase: a phase-0 copy may read them
     np.minimum.at(ready, oo[is_out], phase[is_out].astype(np.int64))
     filled_at = np.full(n, -1, dtype=np.int64)
     np.maximum.at(filled_at, _col(tr, "dst_object"), t_phase.astype(np.int64))

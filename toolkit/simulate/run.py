@@ -17,6 +17,7 @@ from toolkit.errors import InvalidIRError, OptionError
 from toolkit.exchange.horizon import activity_spans
 from toolkit.profile import Profile
 from toolkit.profile.model import WRAP
+from toolkit.schedule.program import PREAMBLE
 from toolkit.simulate.calibration import CALIBRATION_SCHEMA, apply_calibration, load_calibration
 
 if TYPE_CHECKING:
@@ -78,18 +79,26 @@ def simulate(schedule: Schedule | Any, exchange: Exchange | None = None, tiles: 
     length = per_step.group_by("phase").agg(
         (pl.col("cycles").max() + pl.when(pl.col("kind").first() == "exchange").then(overrun).otherwise(0))
         .alias("length"))
+    # the preamble's phases (schedule.PREAMBLE) run before the initial sync, every other phase after it
+    pre = pl.col("block") == PREAMBLE
     order = (order.join(length, on="phase", how="left").sort("event")
              .with_columns(pl.col("length").fill_null(0))
-             .with_columns((pl.col("length").cum_sum() - pl.col("length") + sync).alias("offset")))
+             .with_columns(pl.when(pre).then(pl.col("length")).otherwise(0).alias("_pre"),
+                           pl.when(pre).then(0).otherwise(pl.col("length")).alias("_main")))
+    preamble = int(order["_pre"].sum())
+    order = order.with_columns(pl.when(pre).then(pl.col("_pre").cum_sum() - pl.col("_pre"))
+                               .otherwise(pl.col("_main").cum_sum() - pl.col("_main") + preamble + sync)
+                               .alias("offset")).drop("_pre", "_main")
     # Everything above is one row per (tile, schedule phase) or per event: a repeated block's phases are timed
     # once and every instance shares those durations. The per-instance rows are only assembled on request.
-    samples, activities, metadata = _expand(per_step, order, _activity_table(acts), sync, base_cycle)
+    samples, activities, metadata = _expand(per_step, order, _activity_table(acts), sync, base_cycle,
+                                            preamble)
     return Profile(samples=samples, activities=activities, metadata=metadata,
                    clock_hz=float(target.clock_hz), schema_version=5, source="simulated")
 
 
 def _expand(per_step: pl.DataFrame, order: pl.DataFrame, acts: pl.DataFrame, sync: int,
-            base_cycle: int) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+            base_cycle: int, preamble: int = 0) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
     """The profile's samples, activities and metadata as LazyFrames over the symbolic tables.
 
     ``per_step``: one row per (tile, schedule phase) with its cycles; ``order``: one row per event (the expanded
@@ -109,13 +118,16 @@ def _expand(per_step: pl.DataFrame, order: pl.DataFrame, acts: pl.DataFrame, syn
         pl.lit(sync, tables.BIG).alias("cycles"), pl.lit(0, tables.BIG).alias("exchange_event_cycles"),
         pl.lit(None, tables.STR).alias("invocations"), pl.lit(-1, tables.BIG).alias("event"),
         pl.lit(0, tables.BIG).alias("instance"), pl.lit(INITIAL_SYNC).alias("name"),
-        pl.lit(base_cycle, tables.BIG).alias("start"))
+        pl.lit(base_cycle + preamble, tables.BIG).alias("start"))
     events = order.select("phase", "event", "instance", "name", (pl.col("offset") + base_cycle).alias("start"))
+    n_pre = int((order["offset"] < preamble).sum()) if preamble else 0   # the preamble's events come first
     row = pl.int_range(pl.len(), dtype=tables.BIG)
     tile_start = pl.when(pl.col("tile") != pl.col("tile").shift(1)).then(row).forward_fill().fill_null(0)
     # one sample per (tile, event), the initial sync first; ``sample`` = position in the tile's list
     rows = (pl.concat([first.lazy(), steps.lazy().join(events.lazy(), on="phase").select(first.columns)])
-            .sort(pl.col("tile").cast(tables.BIG) * WRAP + pl.col("event") + 1)  # one int64 key: (tile, event)
+            # one int64 key (tile, event), the initial sync after the preamble's events and before the rest
+            .sort(pl.col("tile").cast(tables.BIG) * WRAP + 2 * pl.col("event") + 2
+                  + pl.when(pl.col("event") < 0).then(2 * n_pre + 1).otherwise(0))
             .with_columns((row - tile_start).alias("sample")))
     samples = rows.select(
         "tile", "sample", pl.col("sample").alias("local_index"), pl.col("event").clip(0, None).alias("phase"),

@@ -22,6 +22,7 @@ from typing import Any
 
 from toolkit.errors import FormatError, OptionError
 from toolkit.files import TEXT_LIMIT, load_toml, read_bytes
+from toolkit.layout.constraints import check_plan_texts
 from toolkit.options import Options, as_options
 from toolkit.target import Target
 
@@ -58,7 +59,8 @@ def grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
         for key in WORKLOAD_KEYS:
             if key in p:
                 _check_workload_value(key, p[key])
-        as_options({k: v for k, v in p.items() if k not in WORKLOAD_KEYS})  # unknown names, bad values
+        options = as_options({k: v for k, v in p.items() if k not in WORKLOAD_KEYS})  # unknown names, bad values
+        check_plan_texts(options.plans)   # every plan label and ipu-stack line read before any point runs
     return points or [{}]
 
 

@@ -34,10 +34,11 @@ from toolkit.widgets.render import busy, chart_widget, html_table
 COMPARE_COLUMNS = ("lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_compute_cycles",
                    "lowered_exchange_cycles", "lowered_sync_cycles", "lowered_launches", "kernel_calls",
                    "exchange_steps", "peak_sram_bytes", "screen_peak_bytes", "placed", "tiles_used", "row_block",
-                   "row_shard", "inner_split", "plans", "weight_class", "fused_qkv")
+                   "row_shard", "inner_split", "plans", "weight_class", "fused_qkv", "evidence", "band_low",
+                   "band_high")
 #: what the explorer's comparison table shows: the layout, its numbers, what it placed (the rest: compare_layouts)
-TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "lowered_exchange_cycles",
-                 "lowered_launches", "peak_sram_bytes", "placed")
+TABLE_COLUMNS = ("layout", "plans", "lowered_cycles", "simulated_cycles", "vs_hardware", "band_low", "band_high",
+                 "evidence", "lowered_exchange_cycles", "lowered_launches", "peak_sram_bytes", "placed")
 TABLE_TITLE = ("compiled layouts so far, side by side (cycles: lowered estimate and simulated; peak_sram_bytes: "
                "placed, the fullest tile, empty when the layout did not place)")
 #: plans offered per GEMM control: the best by screen estimate (plus the chosen one)
@@ -66,9 +67,23 @@ def compared_row(c: Compilation) -> pl.DataFrame:
     simulated = n.filter(pl.col("kind") == "simulated")
     sim = simulated["value"].item() if simulated.height else None
     ratio = simulated["vs_hardware"].item() if simulated.height else None
+    ev = n.filter(pl.col("evidence").is_not_null()).select("evidence", "band_low", "band_high")
+    ev = ev.row(0, named=True) if ev.height else {"evidence": None, "band_low": None, "band_high": None}
     return summary.with_columns(
         pl.lit(sim, dtype=pl.Int64).alias("simulated_cycles"), pl.lit(ratio, dtype=pl.Float64).alias("vs_hardware"),
+        pl.lit(ev["evidence"], dtype=pl.String).alias("evidence"),
+        pl.lit(ev["band_low"], dtype=pl.Float64).alias("band_low"),
+        pl.lit(ev["band_high"], dtype=pl.Float64).alias("band_high"),
     ).select(list(COMPARE_COLUMNS))
+
+
+def band_note(row: Mapping[str, Any]) -> str:
+    """The prediction's error band and its evidence (``extrapolation`` named in red), for the status line."""
+    if row.get("band_low") is None:
+        return "no evidence table"
+    text = (f"band {100 * row['band_low']:+.1f}% .. {100 * row['band_high']:+.1f}% against hardware; "
+            f"{row['evidence']}")
+    return f"<span style='color:darkorange'>{text}</span>" if str(row["evidence"]).startswith("extrapolation") else text
 
 
 def peak_note(s: Mapping[str, Any]) -> str:
@@ -247,7 +262,8 @@ class LayoutExplorer:
             s = summary.row(0, named=True)
             status = (f"<b>{self.graph.name}</b> {pin_label(opts)} &rarr; {self._shape(c, s)}: "
                       f"{s['lowered_cycles']:,} cycles (lowered estimate), {s['lowered_launches']:,} launches, "
-                      f"{s['exchange_steps']:,} exchange steps, " + peak_note(s))
+                      f"{s['exchange_steps']:,} exchange steps, " + peak_note(s)
+                      + "<br><small>" + band_note(compared_row(c).row(0, named=True)) + "</small>")
             # the row block's own points and the whole front: a redraw sends hundreds of points, not thousands
             self._views[opts] = (status, pareto(cand, color="local_rows", row_block=s["row_block"], context=False),
                                  tradeoff(cand, x="local_rows"), compared_row(c))
@@ -375,7 +391,8 @@ class LayoutExplorer:
 
     def _search(self, opts: Options) -> LayoutResult:
         if opts not in self._searched:
-            self._searched[opts] = search_layouts(self.graph, self.target, opts)
+            from toolkit.evidence import with_evidence  # each candidate's evidence, from its plan kinds
+            self._searched[opts] = with_evidence(search_layouts(self.graph, self.target, opts))
         return self._searched[opts]
 
     def _ipython_display_(self) -> None:
