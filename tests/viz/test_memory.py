@@ -114,8 +114,9 @@ def test_largest_free_span(synthetic) -> None:
     spec = vm.occupancy_heatmap(occ, TARGET, color="largest_free").to_dict()
     assert spec["encoding"]["color"]["field"] == "min_largest_free_bytes"
     low, high = spec["encoding"]["color"]["scale"]["domain"]
-    # over the tiles that hold objects (idle tiles have a null span)
-    assert (low, high) == (peaks["min_largest_free_bytes"].min(), peaks["min_largest_free_bytes"].max())
+    # over the tiles that hold objects (idle tiles have a null span), clipped to percentiles
+    assert [low, high] == vm.robust_domain(vm.tile_peaks(occ, TARGET)["min_largest_free_bytes"])
+    assert "percentile" in " ".join(spec["encoding"]["color"]["title"])
     assert "fragmentation" in spec["title"]
     no_span = vm.tile_peaks(occ.drop("largest_free_bytes"), TARGET)
     assert no_span["min_largest_free_bytes"].null_count() == TARGET.tiles
@@ -312,15 +313,32 @@ def test_peak_breakdown_by_class_and_errors(synthetic) -> None:
 def test_occupancy_over_time(synthetic) -> None:
     _, _, occ = synthetic
     spec = vo.occupancy_over_time(occ).to_dict()
-    lines, rule, label = spec["layer"]
-    assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule" and label["mark"]["type"] == "text"
+    lines, note = spec["layer"]   # the capacity, many times these bytes, is stated, not drawn
+    assert note["mark"]["type"] == "text" and "above this scale" in dataset(note, spec)[0]["label"]
+    assert f"(capacity {TARGET.memory_bytes:,} B, off this scale)" in spec["title"]
     assert (lines["encoding"]["x"]["field"], lines["encoding"]["y"]["field"]) == ("middle", "bytes")
     rows = dataset(lines, spec)
     assert len(rows) == 2 * 10
     top = {r["event"]: r["bytes"] for r in rows if r["stat"] == "max"}
     expected = occ.group_by("event").agg(pl.col("live_bytes").max())
     assert top == dict(zip(expected["event"].to_list(), expected["live_bytes"].to_list(), strict=True))
+    # the value axis is the data's, not 0..capacity
+    assert lines["encoding"]["y"]["scale"]["domain"] == [0, int(max(r["bytes"] for r in rows) * 1.05)]
+    near = occ.with_columns(pl.col("live_bytes") * 0 + TARGET.memory_bytes // 2 + pl.col("event"))
+    spec = vo.occupancy_over_time(near).to_dict()
+    lines, rule, label = spec["layer"]
+    assert lines["mark"]["type"] == "line" and rule["mark"]["type"] == "rule" and label["mark"]["type"] == "text"
     assert dataset(rule, spec)[0]["bytes"] == TARGET.memory_bytes
+    assert lines["encoding"]["y"]["scale"]["domain"] == [0, int(TARGET.memory_bytes * 1.05)]
+
+
+def test_an_interleaved_chart_of_small_values_spans_its_values_not_the_region() -> None:
+    """02-sram drew values under 40 kB on a 0..450 kB axis (the interleaved region's capacity): flat lines."""
+    occ = pl.DataFrame({"tile": [0] * 4, "event": [0, 1, 2, 3],
+                        "interleaved_bytes": [10_000, 38_000, 20_000, 0]})
+    spec = vo.occupancy_over_time(occ, [0], target=TARGET, value="interleaved_bytes").to_dict()
+    high = spec["layer"][0]["encoding"]["y"]["scale"]["domain"][1]
+    assert 38_000 <= high < 45_000 and "rule" not in str(spec["layer"]) and "off this scale" in spec["title"]
 
 
 def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
@@ -328,7 +346,7 @@ def test_occupancy_over_time_tiles_and_errors(synthetic) -> None:
     spec = vo.occupancy_over_time(occ, tiles=[1, 2], target=SMALL, value="region1_bytes").to_dict()
     rows = dataset(spec["layer"][0], spec)
     assert {r["tiles"] for r in rows} == {2}
-    assert dataset(spec["layer"][1], spec)[0]["bytes"] == 13 * 32 * 1024
+    assert f"(capacity {13 * 32 * 1024:,} B, off this scale)" in spec["title"]
     with pytest.raises(OptionError, match=r"tiles=\[\] selects nothing"):
         vo.occupancy_over_time(occ, tiles=[])
     with pytest.raises(OptionError, match=r"tiles contains 1 tiles with no occupancy rows \(first: 50\)"):
@@ -352,7 +370,10 @@ def test_the_headroom_heat_map_separates_near_equal_tiles_and_labels_the_grid(sy
     enc = spec["encoding"]
     rows = spec["datasets"][spec["data"]["name"]]
     free = [r["headroom_bytes"] for r in rows]
-    assert enc["color"]["field"] == "headroom_bytes" and enc["color"]["scale"]["domain"] == [min(free), max(free)]
+    assert enc["color"]["field"] == "headroom_bytes"
+    assert enc["color"]["scale"]["domain"] == vm.robust_domain(pl.Series(free))
+    low, high = enc["color"]["scale"]["domain"]
+    assert min(free) <= low < high <= max(free) and enc["color"]["scale"]["clamp"] is True
     assert enc["x"]["title"] == "chip column" and enc["y"]["title"] == "chip row"
     with pytest.raises(OptionError, match=r"color='bytes' must be 'fraction'"):
         vm.occupancy_heatmap(occ, SMALL, color="bytes")
@@ -381,3 +402,28 @@ def test_charts_serialize(synthetic) -> None:
     ):
         assert chart.to_json().startswith("{")
 
+
+
+def test_one_near_empty_row_does_not_flatten_the_headroom_colours() -> None:
+    """02-sram's headroom map was one flat colour: a near-empty row stretched the scale. The colour domain is
+    the 5th..95th percentile of the tiles' free bytes, clamped, and the legend says so."""
+    tiles = np.arange(TARGET.tiles)
+    live = np.where(tiles < TARGET.grid_columns, 1_000, 600_000 + (tiles % 97) * 100)   # row 0 nearly empty
+    occ = pl.DataFrame({"tile": tiles, "event": 0, "live_bytes": live})
+    spec = vm.occupancy_heatmap(occ, TARGET, color="headroom").to_dict()
+    color = spec["encoding"]["color"]
+    low, high = color["scale"]["domain"]
+    busy = TARGET.memory_bytes - live[TARGET.grid_columns:]
+    assert low >= busy.min() and high <= busy.max() and high - low >= 0.9 * (busy.max() - busy.min())
+    assert color["scale"]["clamp"] is True
+    assert color["title"] == ["free bytes at peak (B)", "colour clipped to the 5th-95th percentile"]
+    tips = {t["field"]: t.get("title") for t in spec["encoding"]["tooltip"]}
+    assert tips["headroom_bytes"] == "free bytes at the peak (B)"
+
+
+def test_the_region_legend_names_the_regions(synthetic) -> None:
+    objects, placement, _ = synthetic
+    spec = vm.memory_map(objects, placement, TARGET, 0, color="region").to_dict()
+    rects = spec["layer"][0]
+    assert {r["region"] for r in dataset(rects, spec)} <= {"region 0 (standard)", "region 1 (interleaved)"}
+    assert set(rects["encoding"]["color"]["scale"]["domain"]) >= {r["region"] for r in dataset(rects, spec)}

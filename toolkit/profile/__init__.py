@@ -6,12 +6,20 @@ crop the way the hardware renderer does (:func:`crop`), ask where the cycles
 go (:func:`query`, :func:`barriers`, :func:`compare`, :func:`idle`), hold a
 prediction against a measurement (:func:`residuals`), measure a region
 (one repeat instance, an encoder span: :func:`spans`, :func:`region_cycles`) and export
-to Perfetto (:func:`export_perfetto`).
+to Perfetto (:func:`export_perfetto`). The real compiler's planner memory profile (JSON v2/v3) reads
+into our SRAM frames (:func:`read_memory_profile`).
 """
 
 from toolkit.profile.capnp_io import read_capnp, write_capnp
 from toolkit.profile.categories import CATEGORIES, TIMELINE_SCHEMA, category_cycles, timeline_categories
 from toolkit.profile.crop import CROP_SCHEMA, Crop, crop
+from toolkit.profile.memory_profile import (
+    MemoryProfile,
+    compilation_memory_profile,
+    read_memory_profile,
+    synthetic_memory_profile,
+    write_memory_profile,
+)
 from toolkit.profile.model import Profile, wrap_delta
 from toolkit.profile.parquet_io import read_parquet, read_profile, write_parquet
 from toolkit.profile.perfetto import export_perfetto
@@ -44,25 +52,30 @@ __all__ = [
     "WAIT_SCHEMA",
     "Barriers",
     "Crop",
+    "MemoryProfile",
     "Profile",
     "Residuals",
     "barriers",
     "category_cycles",
     "compare",
+    "compilation_memory_profile",
     "crop",
     "export_perfetto",
     "idle",
     "phase_labels",
     "query",
     "read_capnp",
+    "read_memory_profile",
     "read_parquet",
     "read_profile",
     "region_cycles",
     "residuals",
     "spans",
+    "synthetic_memory_profile",
     "synthetic_profile",
     "timeline_categories",
     "wrap_delta",
     "write_capnp",
+    "write_memory_profile",
     "write_parquet",
 ]

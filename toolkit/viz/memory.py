@@ -93,12 +93,14 @@ def tile_peaks(occupancy: pl.DataFrame, target: Target, *, value: str = "live_by
 def occupancy_heatmap(
     occupancy: pl.DataFrame, target: Target, *, value: str = "live_bytes", color: str = "fraction",
     failures: pl.DataFrame | None = None, max_rows: int = DEFAULT_MAX_ROWS, cell_px: int = 12,
+    pick: str | None = "picked_tile",
 ) -> alt.Chart:
     """Every tile on the chip grid (``target.grid_columns`` per row), coloured by peak ``value`` /
     capacity. ``value`` is an occupancy byte column (``live_bytes``, ``standard_bytes``,
     ``interleaved_bytes``, ``region0_bytes``, ``region1_bytes``; a ``peak_`` prefix is accepted).
     Tiles with rows in ``failures`` (FAILURES_SCHEMA) get a red outline and their first
-    failure's reason in the tooltip. Clicking a cell selects the tile (selection ``picked_tile``).
+    failure's reason in the tooltip. Clicking a cell selects the tile (selection ``pick``, default
+    ``picked_tile``; None: no selection, as side-by-side maps need).
     ``color="headroom"`` colours the free bytes at each tile's peak over the range the tiles span,
     so near-equal tiles (92.5 % against 92.6 %) are told apart; ``color="largest_free"`` colours
     the smallest largest free span over events (fragmentation: the biggest object that still fits
@@ -115,9 +117,9 @@ def occupancy_heatmap(
         alt.Tooltip("tile:Q"), alt.Tooltip("peak_bytes:Q", title=f"peak {column}", format=","),
         alt.Tooltip("percent:Q", title="% of capacity", format=".1f"),
         alt.Tooltip("peak_event:Q", title="event of peak"),
-        alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak", format=","),
-        alt.Tooltip("largest_free_at_peak_bytes:Q", title="largest free span at the peak", format=","),
-        alt.Tooltip("min_largest_free_bytes:Q", title="smallest largest free span", format=","),
+        alt.Tooltip("headroom_bytes:Q", title="free bytes at the peak (B)", format=","),
+        alt.Tooltip("largest_free_at_peak_bytes:Q", title="largest free span at the peak (B)", format=","),
+        alt.Tooltip("min_largest_free_bytes:Q", title="smallest largest free span (B)", format=","),
         alt.Tooltip("row:Q", title="chip row"), alt.Tooltip("column:Q", title="chip column"),
     ]
     stroke: Any = alt.value("white")
@@ -133,10 +135,10 @@ def occupancy_heatmap(
         stroke_width = alt.condition("datum.failures > 0", alt.value(2.5), alt.value(0.6))
     _guard(peaks.height, max_rows, f"occupancy_heatmap has one row per tile ({target.tiles} tiles)")
     top = max(1.0, float(peaks.select(pl.col("fraction").max()).item() or 0.0))
-    pick = alt.selection_point(name="picked_tile", fields=["tile"], on="click")
+    selection = None if pick is None else alt.selection_point(name=pick, fields=["tile"], on="click")
     rows = -(-target.tiles // target.grid_columns)
     capacity = _capacity(target, column)
-    return (
+    chart = (
         alt.Chart(peaks)
         .mark_rect()
         .encode(
@@ -144,12 +146,14 @@ def occupancy_heatmap(
                     axis=alt.Axis(values=list(range(0, target.grid_columns, 5)), labelAngle=0)),
             y=alt.Y("row:O", title="chip row", axis=alt.Axis(values=list(range(0, rows, 4)))),
             color=_heat_color(peaks, color, top),
-            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.5)),
+            opacity=alt.value(1.0) if selection is None else alt.condition(selection, alt.value(1.0), alt.value(0.5)),
             stroke=stroke,
             strokeWidth=stroke_width,
             tooltip=tooltip,
         )
-        .add_params(pick)
+    )
+    return (
+        (chart if selection is None else chart.add_params(selection))
         .properties(
             width=target.grid_columns * cell_px, height=rows * cell_px,
             title=_HEAT_TITLES[color].format(column=column) + f": {target.tiles} tiles of {target.name}, "
@@ -162,14 +166,59 @@ _HEAT_TITLES = {"fraction": "peak {column} per tile", "headroom": "free bytes at
                 "largest_free": "smallest largest free span per tile (fragmentation)"}
 
 
+#: the heat maps that colour bytes (headroom, largest free span) clip their colour scale to these percentiles of the
+#: tiles' values: one near-empty row of tiles would otherwise stretch the scale and paint the rest one colour
+ROBUST_PERCENTILES = (5, 95)
+
+
+def robust_domain(values: pl.Series, percentiles: tuple[int, int] = ROBUST_PERCENTILES) -> list[int]:
+    """``[low, high]``: the ``percentiles`` of ``values`` (nulls left out), widened to the full range when the
+    two meet (a chip of near-equal tiles keeps its spread), at least one byte wide."""
+    v = values.drop_nulls()
+    if v.len() == 0:
+        return [0, 1]
+    low, high = (int(v.quantile(p / 100, "nearest")) for p in percentiles)
+    if low >= high:
+        low, high = int(v.min()), int(v.max())
+    return [low, max(high, low + 1)]
+
+
 def _heat_color(peaks: pl.DataFrame, color: str, top: float) -> alt.Color:
     if color == "fraction":
         return alt.Color("fraction:Q", title="peak / capacity", scale=alt.Scale(scheme="viridis", domain=[0.0, top]))
-    field, title = (("headroom_bytes", "free bytes at peak") if color == "headroom" else
+    field, title = (("headroom_bytes", "free bytes at peak (B)") if color == "headroom" else
                     ("min_largest_free_bytes", "largest free span (B)"))
-    low, high = peaks.select(pl.col(field).min().alias("low"), pl.col(field).max().alias("high")).row(0)
-    domain = [int(low or 0), int(high or 0)]   # over the tiles' own range: near-equal tiles stay apart
-    return alt.Color(f"{field}:Q", title=title, scale=alt.Scale(scheme="viridis", domain=domain))
+    low, high = ROBUST_PERCENTILES
+    # over the tiles' own spread, clipped to percentiles (clamped: tiles beyond take the end colours), as the
+    # legend says: near-equal tiles stay apart and a near-empty row does not flatten the rest
+    return alt.Color(f"{field}:Q", title=[title, f"colour clipped to the {low}th-{high}th percentile"],
+                     scale=alt.Scale(scheme="viridis", domain=robust_domain(peaks[field]), clamp=True),
+                     legend=alt.Legend(titleLimit=LEGEND_TITLE_PX))
+
+
+#: the longest legend title line drawn, in pixels (the clipping note must not be cut)
+LEGEND_TITLE_PX = 320
+
+
+def heatmaps_side_by_side(
+    occupancies: dict[str, pl.DataFrame], target: Target, *, value: str = "live_bytes", color: str = "fraction",
+    cell_px: int = 8, max_rows: int = DEFAULT_MAX_ROWS,
+) -> alt.HConcatChart:
+    """One chip heat map per occupancy frame (``{title: occupancy}``, e.g. our placement and an ipu-stack memory
+    profile of the same program: :func:`toolkit.profile.read_memory_profile`), side by side on one colour scale
+    (the scale spans every frame's tiles, so one colour is one number in both), each titled by its key."""
+    if not occupancies:
+        msg = "occupancies={} holds no frame to draw; pass {title: occupancy}"
+        raise OptionError(msg, field="occupancies", value={})
+    charts = [occupancy_heatmap(occ, target, value=value, color=color, cell_px=cell_px, max_rows=max_rows, pick=None)
+              for occ in occupancies.values()]
+    peaks = pl.concat([tile_peaks(occ, target, value=value).with_columns(
+        (pl.col("capacity_bytes") - pl.col("peak_bytes")).alias("headroom_bytes")) for occ in occupancies.values()])
+    top = max(1.0, float(peaks["fraction"].max() or 0.0))
+    shared = _heat_color(peaks, color, top)
+    panels = [chart.encode(color=shared).properties(title=fit_title([name, chart.title], target.grid_columns * cell_px))
+              for name, chart in zip(occupancies, charts, strict=True)]
+    return alt.hconcat(*panels).resolve_scale(color="shared")
 
 
 # -- one tile -----------------------------------------------------------------------
@@ -190,6 +239,8 @@ def memory_map(
         msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
         raise OptionError(msg, field="color", value=color)
     placed = _placed(objects, placement, tile)
+    if color == "region":   # a region is named by what its elements are ("region 1 (interleaved)"), not "1"
+        placed = placed.with_columns(region_labels(target).alias("region"))
     _guard(placed.height, max_rows, f"memory_map of tile {tile} has {placed.height} placed objects")
     y_scale = alt.Scale(domain=[target.memory_start, target.memory_end], nice=False, zero=False)
     events = max(events or 0, event_count(objects, occupancy))
@@ -239,6 +290,42 @@ def memory_map(
             x=alt.X("middle:Q", scale=x_scale), tooltip=["label:N"]))
         title += f"; peak {peak[1]:,} B at event {peak[0]}"
     return alt.LayerChart(layer=layers, width=640, height=480, title=title)
+
+
+def region_labels(target: Target, column: str = "region") -> pl.Expr:
+    """``column`` (a region number) as a reader should see it: ``"region 0 (standard)"``, ``"region 1
+    (interleaved)"``, from the target's regions."""
+    names = {int(r): f"region {r} ({'interleaved' if i else 'standard'})"
+             for r, i in target.regions().select("region", "interleaved").iter_rows()}
+    return pl.col(column).replace_strict(names, default=pl.format("region {}", pl.col(column)), return_dtype=pl.String)
+
+
+WEIGHT_MEMORY_SCHEMA: Schema = {
+    "name": pl.String, "class": pl.String, "region": pl.String, "tiles": pl.Int64, "objects": pl.Int64,
+    "max_tile_bytes": pl.Int64, "total_bytes": pl.Int64,
+}
+
+
+def weight_memory(objects: pl.DataFrame, placement: pl.DataFrame, target: Target) -> pl.DataFrame:
+    """Where each weight tensor lives, as its objects and their placement say (WEIGHT_MEMORY_SCHEMA): its
+    memory class, the region its objects were placed in (``"region 0 (standard)"``; ``"unplaced"`` without an
+    address), on how many tiles, the most bytes on one tile and in all. This is the weights' truth: a layout's
+    ``weight_class`` is the class the AMP reads its coefficient operand from, which for a swapped op is the
+    activation, not the weight."""
+    objs = _columns(objects, OBJECTS_SCHEMA, ("object_id", "tile", "kind", "name", "size_bytes", "class",
+                                              "repeat_count"), "objects").filter(pl.col("kind") == "weight")
+    where = _columns(placement, PLACEMENT_SCHEMA, ("object_id", "region", "stride_bytes"), "placement")
+    placed = objs.join(where.select("object_id", "region", "stride_bytes"), on="object_id", how="left")
+    labelled = placed.with_columns(
+        pl.when(pl.col("region").is_null()).then(pl.lit("unplaced"))
+        .otherwise(region_labels(target, "region")).alias("region"), _span())
+    keys = ["name", "class", "region"]
+    counts = labelled.group_by(keys).agg(pl.len().alias("objects"))
+    per_tile = labelled.group_by(*keys, "tile").agg(pl.col("span_bytes").sum())
+    return (per_tile.group_by(keys).agg(
+        pl.col("tile").n_unique().alias("tiles"), pl.col("span_bytes").max().alias("max_tile_bytes"),
+        pl.col("span_bytes").sum().alias("total_bytes"))
+        .join(counts, on=keys).sort(keys).cast(WEIGHT_MEMORY_SCHEMA).select(list(WEIGHT_MEMORY_SCHEMA)))
 
 
 #: the peak breakdown's two panels and the longest object label drawn, in pixels: with the class legend they fit

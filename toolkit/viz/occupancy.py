@@ -70,21 +70,37 @@ def occupancy_over_time(
     _guard(per_event.height, max_rows, "occupancy_over_time has two rows per event")
     capacity = _capacity(target, columns[0])
     legend = f"tile {int(occ['tile'][0])}" if one else f"over {n} tiles"
+    # the value axis spans the data: a capacity far above it (450 kB of interleaved region against 40 kB used)
+    # would squash the lines into the bottom tenth, so it is drawn only when near and stated otherwise
+    top = int(per_event["bytes"].max() or 0)
+    near = capacity <= CAPACITY_NEAR * max(top, 1)
+    domain = [0, int(max(top, capacity if near else 0, 1) * 1.05)]
     lines = alt.Chart(per_event).mark_line(point=per_event.height <= 400).encode(
         x=alt.X("middle:Q", title="event", scale=alt.Scale(domain=[0, events], nice=False),
                 axis=alt.Axis(tickMinStep=1, format="d")),
-        y=alt.Y("bytes:Q", title="bytes" if len(columns) > 1 else VALUE_LABELS[columns[0]]),
+        y=alt.Y("bytes:Q", title="bytes" if len(columns) > 1 else VALUE_LABELS[columns[0]],
+                scale=alt.Scale(domain=domain, nice=False), axis=alt.Axis(format="~s")),
         color=alt.Color("series:N", title=legend),
-        tooltip=["event:Q", "series:N", alt.Tooltip("bytes:Q", format=",.0f"), "tiles:Q"],
+        tooltip=["event:Q", "series:N", alt.Tooltip("bytes:Q", format=",.0f"), alt.Tooltip("tiles:Q", format=",d")],
     )
+    what = " and ".join(VALUE_LABELS[c] for c in columns)
+    title = f"{what} per event, " + (f"tile {int(occ['tile'][0])}" if one else f"max and mean over {n} tiles")
+    if not near:   # said on the chart as well as in its title, in the corner where the rule would be
+        title += f" (capacity {capacity:,} B, off this scale)"
+        note = pl.DataFrame({"label": [f"capacity {capacity:,} B: above this scale"]})
+        text = alt.Chart(note).mark_text(align="left", baseline="top", dx=4, dy=4, color="firebrick").encode(
+            x=alt.value(0), y=alt.value(0), text="label:N")
+        return alt.LayerChart(layer=[lines, text], width=640, height=260, title=title)
     cap = pl.DataFrame({"bytes": [capacity], "label": [f"capacity {capacity:,} B"]})
-    base = alt.Chart(cap).encode(y="bytes:Q")
+    base = alt.Chart(cap).encode(y=alt.Y("bytes:Q", scale=alt.Scale(domain=domain, nice=False)))
     rule = base.mark_rule(color="firebrick", strokeDash=[6, 3]).encode(tooltip=["label:N"])
     text = base.mark_text(align="left", baseline="bottom", dy=-3, color="firebrick").encode(
         x=alt.value(4), text="label:N")
-    what = " and ".join(VALUE_LABELS[c] for c in columns)
-    title = f"{what} per event, " + (f"tile {int(occ['tile'][0])}" if one else f"max and mean over {n} tiles")
     return alt.LayerChart(layer=[lines, rule, text], width=640, height=260, title=title)
+
+
+#: the capacity is drawn when it is at most this many times the largest value shown
+CAPACITY_NEAR = 3
 
 
 __all__ = ["VALUE_LABELS", "occupancy_over_time"]

@@ -57,10 +57,16 @@ def timeline(crop_or_samples: Crop | Profile | pl.DataFrame, tiles: int | Iterab
     data = df.select(cols)
     if "kernel" in cols and "kind" in cols:   # exchange and sync samples run no kernel: label them by kind
         data = data.with_columns(kernel_label())
-    tooltip = [alt.Tooltip(c) for c in cols if c not in ("start_offset_cycles", "end_offset_cycles")]
+    tooltip = int_tooltips(data, [c for c in cols if c not in ("start_offset_cycles", "end_offset_cycles")])
     scale = (color_scale(data[color].cast(pl.String).unique().to_list()) if color in ("kind", "kernel", "category")
              else None)
-    return alt.Chart(data, title="Samples per tile").mark_bar().encode(
+    shown = data["tile"].unique().sort()
+    span = (f"tile {shown[0]}" if shown.len() == 1 else
+            f"tiles {shown[0]}..{shown[-1]}" if shown.len() and shown[-1] - shown[0] + 1 == shown.len() else
+            f"{shown.len():,} tiles")
+    what = "category pieces" if "category" in cols else "samples"
+    title = f"{data.height:,} {what} of {span}, coloured by {color}, on cycles from the origin"
+    return alt.Chart(data, title=title, width=TIMELINE_WIDTH).mark_bar().encode(
         x=alt.X("start_offset_cycles:Q", title="cycles from origin"),
         x2="end_offset_cycles:Q",
         y=alt.Y("tile:O", title="tile", sort="ascending"),
@@ -94,8 +100,23 @@ def phase_bars(query_frame: pl.DataFrame, metric: str | None = None, max_rows: i
     return alt.Chart(data, title=title).mark_bar().encode(
         x=alt.X(f"{metric}:Q", title=what),
         y=alt.Y("shown:N", sort=sort, title=key),
-        tooltip=[alt.Tooltip(c) for c in query_frame.columns],
+        tooltip=int_tooltips(query_frame, query_frame.columns),
     ).properties(width=PLOT_WIDTH)
+
+
+#: the timeline's width in pixels: wide enough that a phase of a few hundred cycles is a visible bar
+TIMELINE_WIDTH = 720
+
+
+def int_tooltips(frame: pl.DataFrame, columns) -> list[alt.Tooltip]:
+    """Tooltips of ``columns``: integer columns (counts, ids, cycles) shown as integers with separators, so a
+    count never reads ``1472.0``; others as they are."""
+    return [alt.Tooltip(c, format=("d" if c in ID_COLUMNS else ",d") if frame.schema[c].is_integer() else alt.Undefined)
+            for c in columns]
+
+
+#: integer columns that are ids, shown without thousands separators (tile 1471, not 1,471)
+ID_COLUMNS = ("tile", "sample", "local_index", "phase", "epoch", "latest_tile")
 
 
 #: what each query metric is, as chart titles say it
@@ -192,7 +213,8 @@ def barrier_chart(barriers_frame: pl.DataFrame, max_rows: int = DEFAULT_MAX_ROWS
         (pl.col("last_arrival_offset_cycles") + pl.col("after_last_arrival_cycles")).alias("exit_cycles"))
     order = data.sort("phase")["phase_label"].to_list()
     y = alt.Y("phase_label:N", sort=order, title="phase")
-    tooltip = ["phase:Q", "label:N", "latest_tile:Q", alt.Tooltip("arrival_spread_cycles:Q", format=","),
+    tooltip = [alt.Tooltip("phase:Q", format="d"), "label:N", alt.Tooltip("latest_tile:Q", format="d"),
+               alt.Tooltip("arrival_spread_cycles:Q", format=","),
                alt.Tooltip("after_last_arrival_cycles:Q", format=",")]
     spread = alt.Chart(data).mark_bar(color="#4e79a7").encode(
         x=alt.X("first_arrival_offset_cycles:Q", title="cycles from origin"), x2="last_arrival_offset_cycles:Q",

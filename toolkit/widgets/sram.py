@@ -1,5 +1,7 @@
 """``SramExplorer``: pick a tile (slider, busiest-tiles list, or a click on the chip heat map) and see
-its memory map with lifetimes, what is live at its peak, and its live bytes over time."""
+its memory map with lifetimes, what is live at its peak, and its live bytes over time; with an ipu-stack
+memory profile of the same program (:func:`toolkit.profile.read_memory_profile`), its chip map beside ours
+and its estimate for the tile beside our placed bytes."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import polars as pl
 
 from toolkit.errors import OptionError
 from toolkit.pipeline import Compilation
+from toolkit.profile.memory_profile import MemoryProfile
 from toolkit.viz.memory import (
     MAP_COLORS,
     event_count,
+    heatmaps_side_by_side,
     memory_map,
     occupancy_heatmap,
     peak_breakdown,
@@ -28,15 +32,22 @@ class SramExplorer:
     """Chip heat map, then one tile's memory map and peak breakdown, for one :class:`Compilation`.
 
     ``tile`` defaults to the tile with the highest peak. Clicking a heat-map cell
-    (selection ``picked_tile``) moves the tile slider.
+    (selection ``picked_tile``) moves the tile slider. ``memory_profile`` (a
+    :class:`toolkit.profile.MemoryProfile` of the same program on the same tiles) adds its chip map beside
+    ours on one colour scale, and the selected tile's estimate by class per step beside our placement.
     """
 
     def __init__(self, compilation: Compilation, *, tile: int | None = None, color: str = "kind",
-                 by: str = "kind") -> None:
+                 by: str = "kind", memory_profile: MemoryProfile | None = None) -> None:
         if color not in MAP_COLORS:
             msg = f"color={color!r} is not a memory-map colouring; use one of {list(MAP_COLORS)}"
             raise OptionError(msg, field="color", value=color)
         self.compilation = compilation
+        self.memory_profile = memory_profile
+        if memory_profile is not None and memory_profile.tile_count != compilation.target.tiles:
+            msg = (f"memory_profile covers {memory_profile.tile_count} tiles, the compilation "
+                   f"{compilation.target.tiles}: pass a profile of the same program on the same target")
+            raise OptionError(msg, field="memory_profile", value=memory_profile.tile_count)
         self._objects: pl.DataFrame | None = None
         self.target = compilation.target
         self.by = by
@@ -64,11 +75,16 @@ class SramExplorer:
         self.map_chart = chart_widget(None)
         self.breakdown_chart = chart_widget(None)
         self.over_time_chart = chart_widget(None)
+        self.compare_chart = chart_widget(None if memory_profile is None else heatmaps_side_by_side(
+            {"toolkit placement (placed addresses)": occ, memory_profile.label: memory_profile.occupancy},
+            self.target))
+        self.profile_chart = chart_widget(None)
         self.tile.observe(self._moved, names="value")
         self.color.observe(lambda _: self.update(), names="value")
         self.busiest.observe(self._picked, names="value")
         self.widget = w.VBox([self.heatmap, w.HBox([self.tile, self.busiest, self.color]), self.status,
-                              self.map_chart, self.breakdown_chart, self.over_time_chart])
+                              self.map_chart, self.breakdown_chart, self.over_time_chart,
+                              *([] if memory_profile is None else [self.compare_chart, self.profile_chart])])
         self.update()
 
     def update(self) -> None:
@@ -92,7 +108,24 @@ class SramExplorer:
                 f"; largest free span {row['largest_free_at_peak_bytes']:,} B at the peak, "
                 f"{row['min_largest_free_bytes']:,} B at its most fragmented event")
         self.status.value = (f"tile {tile}: placed peak {row['peak_bytes']:,} B ({row['percent']:.1f}% of "
-                             f"{row['capacity_bytes']:,} B) at event {row['peak_event']}{span}")
+                             f"{row['capacity_bytes']:,} B) at event {row['peak_event']}{span}"
+                             f"{self._profile_line(tile)}")
+
+    def _profile_line(self, tile: int) -> str:
+        """The memory profile's estimate for ``tile`` (and its chart), or nothing without a profile."""
+        mp = self.memory_profile
+        if mp is None:
+            return ""
+        occ = mp.occupancy.filter(pl.col("tile") == tile)
+        if occ.height == 0 or int(occ["live_bytes"].max() or 0) == 0:
+            self.profile_chart.chart = None
+            return f"<br>{mp.label}: nothing on tile {tile}"
+        top = occ.sort(["live_bytes", "event"], descending=[True, False]).row(0, named=True)
+        self.profile_chart.chart = occupancy_over_time(
+            mp.occupancy, [tile], target=self.target, values=["standard_bytes", "interleaved_bytes"],
+        ).properties(title=f"tile {tile} in the {mp.label}: bytes per step by class")
+        return (f"<br>{mp.label}: peak {top['live_bytes']:,} B at step {top['event']} "
+                f"(estimate before address placement)")
 
     def _frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """Every placed object (the program's and the package's code and tables), their placement, occupancy."""
