@@ -32,7 +32,7 @@ def test_compare_has_one_typed_row_per_case_with_the_manifests_numbers(cases):
     assert table.height == 6 and table["case"].to_list() == NAMES
     assert dict(table.schema) == ac.COMPARE_SCHEMA
     assert set(ac.COLUMNS) == set(table.columns)
-    assert table["provenance"].str.starts_with("stale: written before provenance was recorded").all()
+    assert (table["provenance"] == "current").all()   # every committed case is this toolkit's
     hw = dict(hardware_programs().select("workload", "hardware_cycles").iter_rows())
     for row in table.iter_rows(named=True):
         m = json.loads((ROOT / row["case"] / "manifest.json").read_text())
@@ -118,9 +118,11 @@ def test_check_cases_passes_the_committed_cases_and_says_so():
     assert dict(checks.schema) == ac.CHECK_SCHEMA
     assert checks["case"].to_list() == NAMES and checks["passed"].all()
     assert ac.verdict(checks).startswith("All 6 cases pass")
-    # written before provenance was recorded: they pass their checks but are stale, and the verdict says so
-    assert checks["stale"].all() and checks["provenance"].str.starts_with("stale: written before provenance").all()
-    assert "All 6 are stale, though" in ac.verdict(checks) and "regenerate them" in ac.verdict(checks)
+    # compiled by this toolkit: current, and the verdict says nothing of staleness; another toolkit's case would be
+    assert not checks["stale"].any() and (checks["provenance"] == "current").all()
+    assert "stale" not in ac.verdict(checks)
+    legacy = ac.check_cases(ROOT.parent / "legacy-0.1.0")
+    assert legacy["stale"].all() and "are stale, though" in ac.verdict(legacy) and "regenerate" in ac.verdict(legacy)
 
 
 def test_check_cases_names_a_tampered_file(tmp_path):
