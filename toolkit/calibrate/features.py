@@ -16,6 +16,7 @@ reports how far that linearization is from the real recompile.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -39,14 +40,16 @@ def rescheduled_cycles(c: Any, target: Target, name: str | None = None) -> int:
     from toolkit.exchange import lower_exchanges
     from toolkit.profile import crop
     from toolkit.schedule import schedule
+    from toolkit.schedule.lineage import schedule_fingerprint
     from toolkit.simulate import simulate
     from toolkit.tiles import lower_tiles
     if name in SIMULATOR_CONSTANTS:
         return int(crop(simulate(c.schedule, c.exchange, c.tiles, target)).cropped_cycles)
     sched = schedule(c.layout.graph, c.layout.chosen, target, tiles=c.layout.tiles)
     same = sched.transfers.equals(c.schedule.transfers)
-    ex = c.exchange if same else lower_exchanges(sched.transfers, target, slices=sched.slices,
-                                                 segments=sched.segments)
+    # the same transfers lower to the same exchange: it is this schedule's too (its lineage says so)
+    ex = (dataclasses.replace(c.exchange, schedule_fingerprint=schedule_fingerprint(sched)) if same
+          else lower_exchanges(sched.transfers, target, slices=sched.slices, segments=sched.segments))
     return int(crop(simulate(sched, ex, lower_tiles(sched), target)).cropped_cycles)
 
 
