@@ -101,7 +101,8 @@ def report(result: dict) -> list[str]:
     f = figures(result)
     p = f["pooled"]
     lines = [
-        "The `result-grid` and `staging` families of `toolkit/data/plan_experiments.csv` compiled from "
+        "The `result-grid` and `staging` families of `toolkit/data/hardware_programs.csv` (its `lines` column) "
+        "compiled from "
         "ipu-stack's `--gemm-plan-constraint` lines as `scripts/mlp-layout-alternatives.py` prints them (FP16 "
         "weights, `siglip-mlp-benchmark` batch 1). Targets: Spearman >= 0.8, median |sim change - hw change| "
         "<= 1 pp, worst <= 5 pp, control 0.95-1.05 of hardware, control lines within 2 % of our syntax's program.",
