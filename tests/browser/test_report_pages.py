@@ -82,7 +82,8 @@ def test_reports_render_offline(reports):
             blocked: list[str] = []
             _open(page, reports["profile"], blocked)
             timeline, categories, barrier = _check(page, 3, blocked, "profile")
-            for category in ("compute", "send+receive", "exchange idle", "sync"):
+            # a binned cell shows the category holding most of its tile-cycles: the major ones are drawn
+            for category in ("compute", "send+receive", "sync"):
                 assert category in timeline and category in categories
             assert "cycles from origin (cropped)" in timeline and "binned" in timeline
             assert "arrival window" in barrier

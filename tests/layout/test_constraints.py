@@ -298,23 +298,35 @@ def _read_back(c) -> dict:
         lines = c.layout.constraints()
     numbers = op_numbers(list(c.layout.graph.ops.iter_rows(named=True)))
     written = {numbers[int(line.split(":")[0])]["name"] for line in lines}
+    # a line says a weight store only as ipu-stack builds it (constraints.stored_weights): any other store is
+    # carried by label, as the warning of constraints() says
     carried = [f"{name}={plan.label()}" for name, plan in p.plans if name not in written
-               or plan.weights != "resident" or plan.order != "columns"]
+               or plan.weights != stored_weights(plan.memory or p.weight_class or "interleaved", plan.orientation,
+                                                 plan.m) or plan.order != "columns"]
     lines = [line for line in lines if numbers[int(line.split(":")[0])]["name"] not in
              {e.split("=")[0] for e in carried}]
     ops = list(c.layout.graph.ops.iter_rows(named=True))
-    return {"plans": lines + carried, "row_block": p.row_block, "stream_block": p.stream_block or p.row_block,
-            "stream_weights": p.stream_weights, "fused_qkv": p.fused_qkv, "weight_class": p.weight_class,
-            "attention_products": product_mode(ops, dict(p.plans))}
+    from toolkit.layout.applicability import Feature, graph_features
+    has = graph_features(c.layout.graph)   # a knob of an op the graph does not have is refused, not carried
+    out = {"plans": lines + carried, "row_block": p.row_block, "weight_class": p.weight_class}
+    if Feature.STREAM in has:
+        out["stream_block"] = p.stream_block or p.row_block
+    if Feature.LAYERNORM in has:
+        out["stream_weights"] = p.stream_weights
+    if Feature.ATTENTION in has:
+        out.update(fused_qkv=p.fused_qkv, attention_products=product_mode(ops, dict(p.plans)))
+    return out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_preset_round_trips_through_its_constraint_lines(preset) -> None:
     first = toolkit.compile(preset)
-    again = toolkit.compile(preset, options=_read_back(first))
-    labels = {n: g.label() for n, g in first.layout.chosen.plans}
-    assert {n: g.label() for n, g in again.layout.chosen.plans} == labels
+    lines = _read_back(first)
+    again = toolkit.compile(preset, options=lines)
+    # the lines are a fixed point (a result grid equal to the real compiler's default is written as the default,
+    # so a label may read shorter), and they are the same program: cycles and every command
+    assert _read_back(again) == lines
     assert again.profile.samples["end_cycle"].max() == first.profile.samples["end_cycle"].max()
     cols = ["phase", "tile", "kernel", "rows", "cols", "inner", "est_cycles"]   # the same program, command by command
     assert again.schedule.commands.select(cols).equals(first.schedule.commands.select(cols))

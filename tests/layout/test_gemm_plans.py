@@ -168,7 +168,8 @@ def test_the_historical_fp16_plan_compiles_places_and_checks() -> None:
     c = toolkit.compile("mlp-single-b1", options={"weight_dtype": "f16", "check": True,
                                                   "plans": {"fc1": "4x92x4", "fc2": "4x24x15"}})
     assert c.placement.fits and c.check.passed, c.check.message
-    fc1 = c.schedule.commands.filter((pl.col("op_id") == 1) & pl.col("kernel").str.starts_with("amp"))
+    fc1_id = c.graph.ops.filter(pl.col("name") == "mlp.fc1")["op_id"].item()
+    fc1 = c.schedule.commands.filter((pl.col("op_id") == fc1_id) & pl.col("kernel").str.starts_with("amp"))
     assert fc1["tile"].n_unique() == 1472 and set(fc1["rows"]) == {182, 183} and set(fc1["inner"]) == {288}
     assert dict(c.layout.chosen.plans)["mlp.fc1"] == GemmPlan(m=4, n=92, k=4)
 

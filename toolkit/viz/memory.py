@@ -202,11 +202,12 @@ LEGEND_TITLE_PX = 320
 
 def heatmaps_side_by_side(
     occupancies: dict[str, pl.DataFrame], target: Target, *, value: str = "live_bytes", color: str = "fraction",
-    cell_px: int = 8, max_rows: int = DEFAULT_MAX_ROWS,
+    cell_px: int = 6, max_rows: int = DEFAULT_MAX_ROWS,
 ) -> alt.HConcatChart:
     """One chip heat map per occupancy frame (``{title: occupancy}``, e.g. our placement and an ipu-stack memory
     profile of the same program: :func:`toolkit.profile.read_memory_profile`), side by side on one colour scale
-    (the scale spans every frame's tiles, so one colour is one number in both), each titled by its key."""
+    (the scale spans every frame's tiles, so one colour is one number in both), each titled by its key. Two
+    maps at the default 6 px a tile fit a notebook's output area with their legend."""
     if not occupancies:
         msg = "occupancies={} holds no frame to draw; pass {title: occupancy}"
         raise OptionError(msg, field="occupancies", value={})
