@@ -73,8 +73,10 @@ def sweep_pareto(frame: pl.DataFrame, *, x: str = "peak_sram_bytes", y: str = "c
     tooltip = [alt.Tooltip(c, format=",") if data.schema[c].is_integer() else alt.Tooltip(c)
                for c in data.columns if c not in ("fits", _COLOR)]
     # padded: a ringed point at the edge of the data is drawn whole, not cut by the axis
-    xe = alt.X(f"{x}:Q", title=NUMBERS.get(x, x), scale=alt.Scale(zero=False, padding=16))
-    ye = alt.Y(f"{y}:Q", title=NUMBERS.get(y, y), scale=alt.Scale(zero=False, padding=16))
+    # wide numbers (bytes, cycles) on a narrow span: labels that would overlap are dropped, not drawn over each other
+    axis = alt.Axis(labelOverlap="greedy", tickCount=6)
+    xe = alt.X(f"{x}:Q", title=NUMBERS.get(x, x), scale=alt.Scale(zero=False, padding=16), axis=axis)
+    ye = alt.Y(f"{y}:Q", title=NUMBERS.get(y, y), scale=alt.Scale(zero=False, padding=16), axis=axis)
     fits = [f for f in ("placed", "did not place") if f in set(data["fits"].to_list())]   # legend: drawn classes
     order = _order(drawn, color)
     numeric = df.schema[color].is_numeric()   # an ordered scale; text and booleans: the palette's own colours
